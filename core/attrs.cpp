@@ -1,0 +1,29 @@
+#include "core/attrs.h"
+
+#include <fmt/format.h>
+
+namespace dtr {
+
+std::string Attrs::str() const {
+  std::string out;
+  for (const auto& [k, v] : items_) {
+    if (!out.empty()) out += ", ";
+    out += k;
+    out += '=';
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, Shape>) {
+            out += shape_str(x);
+          } else if constexpr (std::is_same_v<T, DType>) {
+            out += dtype_name(x);
+          } else {
+            out += fmt::format("{}", x);
+          }
+        },
+        v);
+  }
+  return out;
+}
+
+}  // namespace dtr

@@ -1,0 +1,65 @@
+// Error types of dtr (DESIGN.md "Errors"). A user-facing check throws a typed
+// subclass of dtr::Error; a broken internal invariant throws InternalError.
+// Nothing in the library aborts the process on bad input.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace dtr {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+class TypeError : public Error {
+ public:
+  using Error::Error;
+};
+class IndexError : public Error {
+ public:
+  using Error::Error;
+};
+class NotImplementedError : public Error {
+ public:
+  using Error::Error;
+};
+/// Thrown when an allocation cannot fit under the memory budget even after
+/// evicting everything evictable; the message carries the report of
+/// Note [hard budget]. The runtime's state stays consistent.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+/// A broken internal invariant: a bug in dtr, never the user's fault.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace dtr
+
+/// User-facing check: throws `ErrType` with a fmt-formatted message.
+/// Example: DTR_CHECK(a.dim() == 2, ValueError, "matmul: expected 2-D, got {}", a.dim());
+#define DTR_CHECK(cond, ErrType, ...)                       \
+  do {                                                      \
+    if (!(cond)) [[unlikely]] {                             \
+      throw ::dtr::ErrType(::fmt::format(__VA_ARGS__));     \
+    }                                                       \
+  } while (0)
+
+/// Internal invariant: throws InternalError naming the file and line.
+#define DTR_INTERNAL_ASSERT(cond, ...)                                          \
+  do {                                                                          \
+    if (!(cond)) [[unlikely]] {                                                 \
+      throw ::dtr::InternalError(::fmt::format(                                 \
+          "internal error at {}:{}: {} ({}); please report", __FILE__, __LINE__, \
+          ::fmt::format(__VA_ARGS__), #cond));                                  \
+    }                                                                           \
+  } while (0)

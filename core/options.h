@@ -1,0 +1,83 @@
+// The options table (DESIGN.md "Options"): every knob has an environment
+// variable, a default, a doc line and a C++ setter. A malformed value throws
+// ValueError naming the variable, the value and the accepted forms.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+namespace dtr {
+
+/// A parsed DTR_MEMORY_BUDGET: unlimited, a byte count, or a fraction of the
+/// device's memory.
+struct MemoryBudget {
+  enum class Kind { kUnlimited, kBytes, kFraction } kind = Kind::kUnlimited;
+  int64_t bytes = 0;      // for kBytes
+  double fraction = 0.0;  // for kFraction, in (0, 1]
+  /// Bytes for a device of `device_bytes`; nullopt when unlimited.
+  std::optional<int64_t> resolve(int64_t device_bytes) const;
+};
+
+/// Grammar: "none" | "unlimited" | "" → unlimited; an integer byte count
+/// ("1073741824"); a number with a unit: B, KB, MB, GB, TB (powers of 1000),
+/// KiB, MiB, GiB, TiB (powers of 1024), case-insensitive, optional space
+/// ("1.5GiB", "512 MiB", "800MB"); a percentage of device memory in (0, 100]
+/// ("60%"). Rejects negatives, zero, NaN, unknown units, trailing garbage.
+absl::StatusOr<MemoryBudget> parse_memory_budget(std::string_view text);
+
+/// Byte counts for DTR_MIN_EVICT_BYTES: same units as the budget, 0 allowed, no %.
+absl::StatusOr<int64_t> parse_byte_size(std::string_view text);
+
+enum class Heuristic { kDtrEq, kDtr, kDtrLocal, kLru, kSize, kMsps };
+absl::StatusOr<Heuristic> parse_heuristic(std::string_view text);
+std::string_view heuristic_name(Heuristic h);
+
+enum class SampleMode { kAll, kSqrt };
+absl::StatusOr<SampleMode> parse_sample_mode(std::string_view text);
+std::string_view sample_mode_name(SampleMode m);
+
+/// An spdlog level name: trace, debug, info, warn, error, critical, off
+/// (case-insensitive). Returns the lower-case name.
+absl::StatusOr<std::string> parse_log_level(std::string_view text);
+
+/// DTR_VERIFY's booleans: 0/1, true/false, on/off (case-insensitive).
+absl::StatusOr<bool> parse_bool(std::string_view text);
+
+struct Options {
+  MemoryBudget memory_budget;           // DTR_MEMORY_BUDGET
+  Heuristic heuristic = Heuristic::kDtrEq;  // DTR_HEURISTIC
+  SampleMode sample = SampleMode::kAll;     // DTR_SAMPLE
+  int64_t min_evict_bytes = 0;          // DTR_MIN_EVICT_BYTES
+  std::string log_level = "warn";       // DTR_LOG
+  std::string trace_path;               // DTR_TRACE ("" = off)
+  bool verify = false;                  // DTR_VERIFY
+};
+
+/// One row of the options table, for --help texts and docs.
+struct OptionInfo {
+  std::string_view env_var;
+  std::string_view default_value;
+  std::string_view doc;
+};
+const std::vector<OptionInfo>& option_table();
+
+/// Sets one option of `options` by its environment variable name, parsing
+/// `value` exactly as the environment would be parsed; an empty value restores
+/// the default. Throws ValueError naming the variable, the value and the
+/// accepted forms (or the unknown variable).
+void set_option(Options& options, std::string_view env_var, std::string_view value);
+
+/// Parses every option from `getenv`-style lookup. Throws ValueError on the
+/// first malformed value, naming variable, value and accepted forms.
+Options options_from_env();
+
+/// The process options: read from the environment on first use, then
+/// changed only through setters.
+Options& global_options();
+
+}  // namespace dtr

@@ -1,0 +1,11 @@
+#include "cpu/kernels.h"
+
+namespace dtr::cpu {
+
+void register_kernels() {
+  // One line per kernel family (each defined in cpu/<family>.cpp).
+  register_copy_kernels();
+  // @@kernel-families@@
+}
+
+}  // namespace dtr::cpu

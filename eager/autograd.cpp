@@ -1,0 +1,276 @@
+#include "eager/autograd.h"
+
+#include <atomic>
+#include <queue>
+
+#include <absl/container/flat_hash_map.h>
+#include <fmt/format.h>
+
+#include "eager/ops.h"
+
+namespace dtr {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_seq{0};
+}  // namespace
+
+bool is_grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+namespace autograd {
+
+std::string Node::name() const {
+  if (op == nullptr) return "AccumulateGrad";
+  std::string n;
+  bool upper = true;
+  for (char c : op->name) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    n += upper ? char(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return n + "Backward";
+}
+
+namespace {
+
+bool differentiable_input(const OpDef& op, size_t i, const Tensor& t) {
+  return t.requires_grad() && ((op.nondiff_inputs >> i) & 1u) == 0;
+}
+
+std::shared_ptr<Node> accumulator_for(const Tensor& leaf) {
+  AutogradMeta& am = *leaf.impl()->autograd;
+  if (auto n = am.grad_accumulator.lock()) return n;
+  auto n = std::make_shared<Node>();
+  n->leaf = leaf.impl_ptr();
+  n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  n->input_metas.push_back(leaf.meta());
+  am.grad_accumulator = n;
+  return n;
+}
+
+SavedTensor save(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(t.storage(), t.meta());
+  impl->is_view = t.impl()->is_view;
+  return SavedTensor{Tensor(std::move(impl)), t.storage()->version};
+}
+
+Tensor unpack(const SavedTensor& s, const Node& node) {
+  if (!s.tensor.defined()) return Tensor();
+  DTR_CHECK(s.tensor.storage()->version == s.version, Error,
+            "one of the variables needed for gradient computation has been modified by an inplace "
+            "operation: {} of shape {} is at version {}; expected version {} instead ({})",
+            dtype_name(s.tensor.dtype()), shape_str(s.tensor.shape()),
+            s.tensor.storage()->version, s.version, node.name());
+  return s.tensor;
+}
+
+}  // namespace
+
+bool will_record(const OpDef& op, std::span<const Tensor> inputs) {
+  if (!is_grad_enabled() || op.backward == nullptr) return false;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (differentiable_input(op, i, inputs[i])) return true;
+  return false;
+}
+
+void check_inplace(const OpDef& op, const Tensor& self) {
+  if (!is_grad_enabled()) return;
+  DTR_CHECK(!(self.is_leaf() && self.requires_grad()), ValueError,
+            "{}: a leaf tensor that requires grad is being used in an in-place operation (shape "
+            "{}); wrap it in NoGradGuard or use the out-of-place op",
+            op.name, shape_str(self.shape()));
+  DTR_CHECK(!(self.impl()->is_view && self.requires_grad()), NotImplementedError,
+            "{}: in-place writes into a view that takes part in autograd are not supported (shape "
+            "{}); use the out-of-place op",
+            op.name, shape_str(self.shape()));
+}
+
+void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
+            std::span<Tensor> outputs) {
+  if (!will_record(op, inputs)) return;
+  auto node = std::make_shared<Node>();
+  node->op = &op;
+  node->attrs = attrs;
+  node->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  node->next.resize(inputs.size());
+  node->input_metas.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    node->input_metas.push_back(t.meta());
+    if (!differentiable_input(op, i, t)) continue;
+    if (t.is_leaf()) {
+      node->next[i] = Edge{accumulator_for(t), 0};
+    } else {
+      node->next[i] = Edge{t.impl()->autograd->grad_fn, t.impl()->autograd->output_nr};
+    }
+  }
+  if (op.save & kSaveInputs) {
+    for (const Tensor& t : inputs) node->saved_inputs.push_back(save(t));
+  }
+  for (const Tensor& t : outputs) node->output_metas.push_back(t.meta());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& out = outputs[i];
+    if (!out.is_floating_point()) continue;
+    TensorImpl* impl = out.impl();
+    if (!impl->autograd) impl->autograd = std::make_unique<AutogradMeta>();
+    impl->autograd->requires_grad = true;
+    impl->autograd->grad_fn = node;
+    impl->autograd->output_nr = uint32_t(i);
+  }
+  // Saved after the outputs are wired so an in-place output saves its new version.
+  if (op.save & kSaveOutputs) {
+    for (const Tensor& t : outputs) node->saved_outputs.push_back(save(t));
+  }
+}
+
+Tensor sum_to(const Tensor& grad, IntList shape) {
+  if (!grad.defined()) return grad;
+  if (IntList(grad.shape()) .size() == shape.size() &&
+      std::equal(shape.begin(), shape.end(), grad.shape().begin()))
+    return grad;
+  const int64_t lead = grad.dim() - int64_t(shape.size());
+  DTR_INTERNAL_ASSERT(lead >= 0, "sum_to: gradient of shape {} cannot reduce to {}",
+                      shape_str(grad.shape()), shape_str(shape));
+  Shape dims;
+  for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1 && grad.shape()[size_t(lead) + d] != 1) dims.push_back(lead + int64_t(d));
+  }
+  Tensor r = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
+  if (lead > 0 || r.dim() != int64_t(shape.size())) r = reshape(r, shape);
+  return r;
+}
+
+namespace {
+
+Tensor accumulate(const Tensor& acc, const Tensor& g) {
+  if (!acc.defined()) return g;
+  if (!g.defined()) return acc;
+  return add(acc, g);
+}
+
+void accumulate_into_leaf(Node& node, const Tensor& g_in) {
+  auto leaf_impl = node.leaf.lock();
+  if (!leaf_impl || !g_in.defined()) return;
+  Tensor leaf(leaf_impl);
+  Tensor g = g_in;
+  if (g.dtype() != leaf.dtype()) g = g.to(leaf.dtype());
+  if (g.shape() != leaf.shape()) g = sum_to(g, leaf.shape());
+  Tensor prev = leaf.grad();
+  leaf.set_grad(prev.defined() ? add(prev, g) : g.detach());
+}
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+                  bool retain_graph) {
+  NoGradGuard no_grad;
+  // Discover the graph and count dependencies (explicit stack).
+  absl::flat_hash_map<Node*, int> deps;
+  absl::flat_hash_map<Node*, std::vector<Tensor>> buffers;
+  std::vector<Node*> stack;
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& t = roots[r];
+    std::shared_ptr<Node> fn = t.grad_fn();
+    if (!fn) {
+      if (t.requires_grad()) fn = accumulator_for(t);
+      else continue;
+    }
+    const uint32_t nr = t.grad_fn() ? t.impl()->autograd->output_nr : 0;
+    auto& buf = buffers[fn.get()];
+    if (buf.empty()) buf.resize(fn->op ? fn->output_metas.size() : 1);
+    buf[nr] = accumulate(buf[nr], grad_roots[r]);
+    if (!deps.contains(fn.get())) {
+      deps[fn.get()] = 0;
+      stack.push_back(fn.get());
+    }
+    root_nodes.push_back(std::move(fn));
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (!e.node) continue;
+      auto [it, inserted] = deps.try_emplace(e.node.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(e.node.get());
+    }
+  }
+  // Later nodes first (PyTorch's order), deterministic.
+  auto later = [](Node* a, Node* b) { return a->seq < b->seq; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
+  for (const auto& r : root_nodes)
+    if (deps[r.get()] == 0) {
+      deps[r.get()] = -1;  // queued
+      ready.push(r.get());
+    }
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    std::vector<Tensor> grads = std::move(buffers[n]);
+    buffers.erase(n);
+    if (n->op == nullptr) {
+      accumulate_into_leaf(*n, grads.empty() ? Tensor() : grads[0]);
+      continue;
+    }
+    DTR_CHECK(!n->released, Error,
+              "trying to backward through the graph a second time ({}); saved tensors were freed "
+              "after the first backward: pass retain_graph=true to the first call",
+              n->name());
+    grads.resize(n->output_metas.size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const TensorMeta& m = n->output_metas[i];
+      if (!grads[i].defined() && is_floating(m.dtype)) grads[i] = zeros(m.shape, TensorOptions(m.dtype).device(m.device));
+      if (i < n->retained.size()) {
+        if (auto impl = n->retained[i].lock()) {
+          Tensor t(impl);
+          Tensor prev = t.grad();
+          t.set_grad(prev.defined() ? add(prev, grads[i]) : grads[i].detach());
+        }
+      }
+    }
+    std::vector<Tensor> inputs, outputs;
+    for (const auto& s : n->saved_inputs) inputs.push_back(unpack(s, *n));
+    for (const auto& s : n->saved_outputs) outputs.push_back(unpack(s, *n));
+    inputs.resize(n->input_metas.size());
+    outputs.resize(n->output_metas.size());
+    uint64_t mask = 0;
+    for (size_t i = 0; i < n->next.size(); ++i)
+      if (n->next[i].node) mask |= uint64_t{1} << i;
+    BackwardContext ctx{*n->op, n->attrs, inputs, outputs, n->input_metas, n->output_metas, mask};
+    std::vector<Tensor> in_grads = n->op->backward(ctx, grads);
+    DTR_INTERNAL_ASSERT(in_grads.size() <= n->next.size(), "{} returned {} gradients for {} inputs",
+                        n->name(), in_grads.size(), n->next.size());
+    if (!retain_graph) {
+      n->saved_inputs.clear();
+      n->saved_outputs.clear();
+      n->released = true;
+    }
+    for (size_t i = 0; i < in_grads.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.node || !in_grads[i].defined()) continue;
+      const TensorMeta& im = n->input_metas[i];
+      DTR_INTERNAL_ASSERT(in_grads[i].shape() == im.shape,
+                          "{}: gradient {} has shape {}, input has shape {}", n->name(), i,
+                          shape_str(in_grads[i].shape()), shape_str(im.shape));
+      auto& buf = buffers[e.node.get()];
+      if (buf.empty()) buf.resize(e.node->op ? e.node->output_metas.size() : 1);
+      buf[e.input_nr] = accumulate(buf[e.input_nr], in_grads[i]);
+    }
+    for (const Edge& e : n->next) {
+      if (!e.node) continue;
+      if (--deps[e.node.get()] == 0) {
+        deps[e.node.get()] = -1;
+        ready.push(e.node.get());
+      }
+    }
+  }
+}
+
+}  // namespace autograd
+}  // namespace dtr

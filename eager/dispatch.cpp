@@ -1,0 +1,283 @@
+// The path of one op (DESIGN.md). Everything an op does beyond its kernel
+// happens here, once, for every op.
+#include "eager/dispatch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <absl/container/inlined_vector.h>
+
+#include "core/error.h"
+#include "eager/autocast.h"
+#include "eager/autograd.h"
+#include "eager/lineage_record.h"
+#include "eager/random.h"
+#include "remat/runtime.h"
+
+namespace dtr {
+
+namespace {
+
+TensorArg make_arg(Storage& s, const TensorMeta& m) {
+  TensorArg a;
+  a.data = static_cast<std::byte*>(s.data()) + m.offset * itemsize(m.dtype);
+  a.shape = m.shape;
+  a.strides = m.strides;
+  a.dtype = m.dtype;
+  return a;
+}
+
+TensorMeta contiguous_meta(const TensorMeta& m) {
+  TensorMeta out = m;
+  out.strides = contiguous_strides(m.shape);
+  out.offset = 0;
+  return out;
+}
+
+KernelFn kernel_for(const OpDef& op, Device device) {
+  KernelFn k = op.kernels[size_t(device.type)];
+  DTR_CHECK(k != nullptr, NotImplementedError, "{}: no kernel for device {}", op.name,
+            device.str());
+  return k;
+}
+
+// Autocast: cast floating inputs to the dtype the op's policy asks for.
+void apply_autocast(const OpDef& op, std::span<const Tensor> in, std::vector<Tensor>& out,
+                    const AutocastState& ac) {
+  DType target = ac.dtype;
+  if (op.autocast == AutocastPolicy::kFloat32) {
+    target = kFloat32;
+  } else if (op.autocast == AutocastPolicy::kPromote) {
+    bool any = false;
+    for (const Tensor& t : in) {
+      if (!t.is_floating_point()) continue;
+      target = any ? promote_types(target, t.dtype()) : t.dtype();
+      any = true;
+    }
+  }
+  out.reserve(in.size());
+  for (const Tensor& t : in) {
+    if (t.is_floating_point() && t.dtype() != target && !(op.autocast == AutocastPolicy::kFloat32 && t.dtype() == kFloat64)) {
+      out.push_back(t.to(target));
+    } else {
+      out.push_back(t);
+    }
+  }
+}
+
+}  // namespace
+
+double estimate_seconds(const OpCost& cost, Device device) {
+  // A simple roofline (Note [scores]): time = max(flops / peak, bytes / bandwidth).
+  const bool gpu = device.is_cuda();
+  const double peak_flops = gpu ? 50e12 : 50e9;
+  const double bandwidth = gpu ? 3e12 : 10e9;
+  return std::max(cost.flops / peak_flops, cost.bytes / bandwidth) + 1e-7;  // + launch overhead
+}
+
+DeviceCopyFn device_copy_fn(DeviceType device) {
+  if (device == kCPU) return [](void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); };
+  return nullptr;
+}
+
+void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* const> outputs) const {
+  const OpRecord& r = *record;
+  // Note [replay equals original]: grad mode and autocast as recorded; the
+  // kernel reads only recorded metadata, attributes and RNG.
+  GradModeGuard grad(r.grad_mode);
+  const AutocastState saved = autocast_state();
+  set_autocast_state(r.autocast);
+  absl::InlinedVector<TensorArg, 4> in_args, out_args;
+  for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*inputs[i], r.input_metas[i]));
+  if (r.inplace) {
+    // Rebuild the whole storage: old version, then the write.
+    const auto copy = device_copy_fn(outputs[0]->device().type);
+    copy(outputs[0]->data(), inputs[0]->data(), size_t(outputs[0]->nbytes()));
+    out_args.push_back(make_arg(*outputs[0], r.output_metas[0]));
+    in_args[0] = out_args[0];
+  } else {
+    for (size_t i = 0; i < outputs.size(); ++i)
+      out_args.push_back(make_arg(*outputs[i], r.output_metas[i]));
+  }
+  KernelContext ctx{in_args, out_args, r.attrs, r.rng};
+  const KernelFn k = r.op->kernels[size_t(r.output_metas[0].device.type)];
+  try {
+    k(ctx);
+  } catch (...) {
+    set_autocast_state(saved);
+    throw;
+  }
+  set_autocast_state(saved);
+}
+
+const OpRecord* lineage_of(const Tensor& t) {
+  const auto& node = t.storage()->producer;
+  if (!node) return nullptr;
+  const Replay* r = node->recompute.target<Replay>();
+  return r ? r->record.get() : nullptr;
+}
+
+std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in, Attrs attrs) {
+  for (size_t i = 0; i < inputs_in.size(); ++i) {
+    DTR_CHECK(inputs_in[i].defined(), ValueError, "{}: input {} is an undefined tensor", op.name, i);
+  }
+  // 2. Autocast policy picks the compute dtype and inserts casts.
+  std::vector<Tensor> casted;
+  std::span<const Tensor> inputs = inputs_in;
+  const AutocastState ac = autocast_state();
+  if (ac.enabled && op.autocast != AutocastPolicy::kNone) {
+    apply_autocast(op, inputs_in, casted, ac);
+    inputs = casted;
+  }
+  // Kernels without stride support get contiguous inputs (a lineage op of its own).
+  if (!op.flags.strided_inputs && !op.flags.view && !op.flags.inplace) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].is_contiguous()) {
+        if (casted.empty()) casted.assign(inputs.begin(), inputs.end());
+        casted[i] = inputs[i].contiguous();
+      }
+    }
+    if (!casted.empty()) inputs = casted;
+  }
+
+  absl::InlinedVector<TensorMeta, 4> in_metas;
+  in_metas.reserve(inputs.size());
+  for (const Tensor& t : inputs) in_metas.push_back(t.meta());
+  for (size_t i = 1; i < in_metas.size(); ++i) {
+    DTR_CHECK(in_metas[i].device == in_metas[0].device, ValueError,
+              "{}: expected all tensors on the same device, but input 0 is on {} and input {} is "
+              "on {}",
+              op.name, in_metas[0].device.str(), i, in_metas[i].device.str());
+  }
+  std::vector<TensorMeta> out_metas;
+  op.infer(in_metas, attrs, out_metas);
+  DTR_INTERNAL_ASSERT(!out_metas.empty(), "{}: shape inference produced no output", op.name);
+
+  // Views: metadata over input 0's storage; no kernel, no lineage (Note [unit of eviction]).
+  if (op.flags.view) {
+    std::vector<Tensor> outs;
+    for (auto& m : out_metas) {
+      auto impl = std::make_shared<TensorImpl>(inputs[0].storage(), std::move(m));
+      impl->is_view = true;
+      outs.emplace_back(std::move(impl));
+    }
+    autograd::record(op, attrs, inputs, outs);
+    return outs;
+  }
+
+  remat::Runtime& rt = remat::Runtime::global();
+  const Device device = out_metas[0].device;
+  const KernelFn kernel = kernel_for(op, device);
+
+  auto record = std::make_shared<OpRecord>();
+  record->op = &op;
+  record->autocast = ac;
+  record->grad_mode = is_grad_enabled();
+  record->inplace = op.flags.inplace;
+  if (op.flags.random) {
+    int64_t draws = 0;
+    for (const auto& m : out_metas) draws += m.numel();
+    record->rng = detail::reserve_rng(uint64_t(2 * draws));
+  }
+
+  // 3. Make every input resident and lock it.
+  absl::InlinedVector<Storage*, 4> in_storages;
+  for (const Tensor& t : inputs) in_storages.push_back(t.storage().get());
+  rt.acquire(in_storages);
+  absl::InlinedVector<Storage*, 4> out_storages;
+  // Unlocks whatever this call still holds if anything below throws, so the
+  // runtime stays consistent (an OutOfMemoryError leaves nothing locked).
+  struct LockGuard {
+    remat::Runtime& rt;
+    absl::InlinedVector<Storage*, 4>& ins;
+    absl::InlinedVector<Storage*, 4>& outs;
+    bool outs_locked;
+    bool active = true;
+    ~LockGuard() {
+      if (!active) return;
+      rt.release(ins);
+      if (outs_locked) rt.release(outs);
+    }
+  } guard{rt, in_storages, out_storages, !op.flags.inplace};
+
+  std::vector<Tensor> outs;
+  std::shared_ptr<Storage> old_version;
+  if (op.flags.inplace) {
+    const Tensor& self = inputs[0];
+    autograd::check_inplace(op, self);
+    old_version = rt.before_mutation(self.storage(), autograd::will_record(op, inputs));
+    outs.push_back(self);
+    out_storages.push_back(self.storage().get());
+  } else {
+    // 4. Allocate outputs through the budget (evicting as needed).
+    for (auto& m : out_metas) {
+      auto s = std::make_shared<Storage>(m.numel() * itemsize(m.dtype), device);
+      rt.allocate(*s);  // locked until step 6
+      out_storages.push_back(s.get());
+      outs.emplace_back(std::make_shared<TensorImpl>(std::move(s), m));
+    }
+  }
+  // 5. The kernel runs.
+  absl::InlinedVector<TensorArg, 4> in_args, out_args;
+  for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*in_storages[i], in_metas[i]));
+  for (size_t i = 0; i < outs.size(); ++i) out_args.push_back(make_arg(*out_storages[i], outs[i].meta()));
+  {
+    KernelContext ctx{in_args, out_args, attrs, record->rng};
+    kernel(ctx);
+  }
+
+  // The lineage node: op, attributes, inputs, outputs, RNG, autocast, grad mode, cost.
+  record->input_metas.assign(in_metas.begin(), in_metas.end());
+  for (const Tensor& t : outs) record->output_metas.push_back(t.meta());
+  const OpCost cost = op.estimate(in_metas, record->output_metas, attrs);
+  std::vector<Tensor> autograd_inputs;
+  std::shared_ptr<remat::Node> node;
+  if (op.flags.inplace) {
+    Storage& s = *outs[0].storage();
+    ++s.version;
+    if (old_version != nullptr) {
+      // Autograd sees input 0 as it was before the write.
+      autograd_inputs.assign(inputs.begin(), inputs.end());
+      autograd_inputs[0] = Tensor(std::make_shared<TensorImpl>(old_version, inputs[0].meta()));
+      // A constant stays a constant: its new bytes are not recomputable.
+      if (!s.pinned) {
+        node = std::make_shared<remat::Node>();
+        node->inputs.push_back(old_version);
+        for (size_t i = 1; i < inputs.size(); ++i) {
+          node->inputs.push_back(inputs[i].storage().get() == &s ? old_version : inputs[i].storage());
+        }
+      }
+    }
+  } else {
+    node = std::make_shared<remat::Node>();
+    for (const Tensor& t : inputs) node->inputs.push_back(t.storage());
+  }
+  if (node != nullptr) {
+    node->op_name = op.name;
+    for (const Tensor& t : outs) {
+      node->outputs.push_back(t.storage());
+      node->output_nbytes.push_back(t.storage()->nbytes());
+    }
+    node->device = device;
+    node->cost_seconds = estimate_seconds(cost, device);
+    node->replayable = !(op.flags.side_effect || op.flags.collective);
+    record->attrs = attrs;
+    node->recompute = Replay{std::move(record)};
+    rt.record(node);
+  }
+  // 6. Unlock inputs and outputs; stamp their last access.
+  guard.active = false;
+  rt.release(in_storages);
+  if (!op.flags.inplace) rt.release(out_storages);
+  // 7. Autograd records the backward node.
+  autograd::record(op, attrs, autograd_inputs.empty() ? inputs : std::span<const Tensor>(autograd_inputs), outs);
+  return outs;
+}
+
+Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, Attrs attrs) {
+  std::vector<Tensor> outs = dispatch(op, inputs, std::move(attrs));
+  DTR_INTERNAL_ASSERT(outs.size() == 1, "{}: expected one output, got {}", op.name, outs.size());
+  return std::move(outs[0]);
+}
+
+}  // namespace dtr

@@ -1,0 +1,17 @@
+// dtr: an eager tensor library with Dynamic Tensor Rematerialization.
+// The one header users include.
+#pragma once
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/options.h"
+#include "core/scalar.h"
+#include "core/shape.h"
+#include "eager/autocast.h"
+#include "eager/autograd.h"
+#include "eager/ops.h"
+#include "eager/random.h"
+#include "eager/tensor.h"
+#include "remat/runtime.h"
+// @@nn-headers@@

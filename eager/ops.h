@@ -1,0 +1,210 @@
+// The free op functions of the public API (DESIGN.md "Public C++ API").
+// Names, arguments and semantics follow PyTorch (torch.* / torch.nn.functional.*);
+// each op's row in the registry lives in eager/ops/<family>.cpp next to its
+// backward rule. Every function throws ValueError / TypeError / IndexError
+// naming the op, shapes and dtypes on bad input.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "eager/tensor.h"
+
+namespace dtr {
+
+// ---- creation (eager/ops/creation.cpp) ----------------------------------------
+Tensor empty(IntList shape, TensorOptions opts = {});
+Tensor zeros(IntList shape, TensorOptions opts = {});
+Tensor ones(IntList shape, TensorOptions opts = {});
+Tensor full(IntList shape, Scalar value, TensorOptions opts = {});
+/// [0, end) with step 1; dtype int64 unless opts say otherwise (torch.arange).
+Tensor arange(Scalar end, TensorOptions opts = kInt64);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions opts = kInt64);
+/// Uniform [0, 1) from Philox at the global (seed, offset) (torch.rand).
+Tensor rand(IntList shape, TensorOptions opts = {});
+/// Standard normal (torch.randn).
+Tensor randn(IntList shape, TensorOptions opts = {});
+/// Integers uniform in [low, high) (torch.randint); dtype int64 by default.
+Tensor randint(int64_t low, int64_t high, IntList shape, TensorOptions opts = kInt64);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+Tensor full_like(const Tensor& t, Scalar value);
+Tensor randn_like(const Tensor& t);
+Tensor rand_like(const Tensor& t);
+/// Copies `values` into a new tensor of `shape` (default: 1-D). Throws
+/// ValueError when the element count does not match.
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, IntList shape = {}, TensorOptions opts = dtype_of<T>());
+/// Wraps `data` (not copied, not owned) as a constant tensor; `data` must
+/// outlive every use. Contiguous, row-major.
+Tensor from_blob(void* data, IntList shape, DType dtype, Device device = Device());
+Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device = Device());
+
+// ---- random state (eager/random.cpp) -----------------------------------------
+/// Sets the global Philox seed and resets its offset (torch.manual_seed).
+void manual_seed(uint64_t seed);
+RngState get_rng_state();
+void set_rng_state(RngState s);
+
+// ---- unary (eager/ops/unary.cpp) -------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+/// approximate: "none" (erf form) or "tanh" (torch.nn.functional.gelu).
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor silu(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+
+// ---- binary, broadcasting, with scalar forms (eager/ops/binary.cpp) ---------
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, Scalar exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, Scalar b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, Scalar b);
+/// cond ? a : b elementwise, broadcasting all three (torch.where).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions (eager/ops/reduce.cpp) ---------------------------------------
+/// Empty `dims` reduces over every dimension.
+Tensor sum(const Tensor& x, IntList dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, IntList dims = {}, bool keepdim = false);
+/// Largest element of the whole tensor (0-d).
+Tensor max(const Tensor& x);
+/// (values, indices) along `dim` (torch.max(x, dim)).
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Variance with Bessel's `correction` (torch.var(x, dims, correction=1)).
+Tensor var(const Tensor& x, IntList dims = {}, int64_t correction = 1, bool keepdim = false);
+
+// ---- linear algebra (eager/ops/linalg.cpp) -----------------------------------
+/// torch.matmul: 1-D/2-D/batched with broadcasting of batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// x @ weight^T + bias; x (*, in), weight (out, in), bias (out) or undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- activations and losses (eager/ops/nn_functional.cpp) --------------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+/// logits (N, C) or (N, C, d...), target int64 (N) or (N, d...). reduction:
+/// "mean" | "sum" | "none"; targets equal to ignore_index are skipped.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     std::string_view reduction = "mean");
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
+                std::string_view reduction = "mean");
+Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction = "mean");
+
+// ---- normalization (eager/ops/norm.cpp) -------------------------------------
+Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+/// torch.nn.functional.batch_norm on (N, C, ...). In training mode the
+/// running statistics are updated in place by a separate side-effect op after
+/// the pure normalization (Note [replay equals original]).
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
+
+// ---- embedding, dropout (eager/ops/nn_functional.cpp) ------------------------
+/// weight (V, D), indices int64 (*) → (*, D).
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+/// Zeroes elements with probability p and scales the rest by 1/(1-p); mask
+/// from Philox at the recorded (seed, offset).
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+
+// ---- convolution and pooling (eager/ops/conv.cpp) ----------------------------
+/// x (N, C_in, H, W), weight (C_out, C_in/groups, kH, kW), bias (C_out) or undefined.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              IntList stride = {1, 1}, IntList padding = {0, 0}, IntList dilation = {1, 1},
+              int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
+                  IntList padding = {0, 0});
+Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
+                  IntList padding = {0, 0});
+Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
+
+// ---- views (eager/ops/view.cpp): outputs share the input's storage -----------
+Tensor view(const Tensor& x, IntList shape);
+/// A view when strides allow, else a copy (torch.reshape).
+Tensor reshape(const Tensor& x, IntList shape);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, IntList dims);
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
+             std::optional<int64_t> end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor expand(const Tensor& x, IntList shape);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor contiguous(const Tensor& x);
+
+// ---- joining and indexing (eager/ops/index.cpp) ------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// ---- attention (eager/ops/attention.cpp) -------------------------------------
+/// q (*, L, E), k (*, S, E), v (*, S, Ev) → (*, L, Ev).
+/// torch.nn.functional.scaled_dot_product_attention; scale defaults to 1/sqrt(E).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
+
+}  // namespace dtr
+
+namespace dtr {
+namespace detail {
+/// Copies `n` elements of `src_dtype` from host memory into a new constant
+/// tensor of `shape` with opts' dtype/device.
+Tensor from_host(const void* src, int64_t n, DType src_dtype, IntList shape, TensorOptions opts);
+}  // namespace detail
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, IntList shape, TensorOptions opts) {
+  const Shape s = shape.empty() ? Shape{int64_t(values.size())} : Shape(shape.begin(), shape.end());
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    return detail::from_host(bytes.data(), int64_t(bytes.size()), kBool, s, opts);
+  } else {
+    return detail::from_host(values.data(), int64_t(values.size()), dtype_of<T>(), s, opts);
+  }
+}
+}  // namespace dtr

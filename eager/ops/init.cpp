@@ -1,0 +1,25 @@
+#include <mutex>
+
+#include "eager/dispatch.h"
+#include "eager/ops/registration.h"
+#include "remat/runtime.h"
+
+namespace dtr {
+
+void ensure_ops_registered() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // One line per op family (each defined in eager/ops/<family>.cpp).
+    ops::register_copy_ops();
+    // @@op-families@@
+    cpu::register_kernels();
+    remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));
+  });
+}
+
+const OpDef& op(std::string_view name) {
+  ensure_ops_registered();
+  return OpRegistry::instance().get(name);
+}
+
+}  // namespace dtr

@@ -1,0 +1,51 @@
+// Helpers for defining op rows (eager/ops/<family>.cpp). Each family file
+// defines `void register_<family>_ops()` and lists it in eager/ops/init.cpp.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "core/op_registry.h"
+#include "eager/autograd.h"
+#include "eager/dispatch.h"
+#include "eager/ops.h"
+
+namespace dtr::ops {
+
+/// A contiguous output meta of `shape` and `dtype` on `device`.
+inline TensorMeta out_meta(IntList shape, DType dtype, Device device) {
+  TensorMeta m;
+  m.shape = Shape(shape.begin(), shape.end());
+  m.strides = contiguous_strides(shape);
+  m.dtype = dtype;
+  m.device = device;
+  return m;
+}
+
+/// Throws TypeError unless `m` is floating point.
+inline void check_floating(std::string_view op, const TensorMeta& m, std::string_view what = "input") {
+  DTR_CHECK(is_floating(m.dtype), TypeError, "{}: expected a floating point {}, got {} of shape {}",
+            op, what, dtype_name(m.dtype), shape_str(m.shape));
+}
+
+/// Declarations of every family's registration function.
+void register_copy_ops();
+void register_creation_ops();
+void register_unary_ops();
+void register_binary_ops();
+void register_reduce_ops();
+void register_linalg_ops();
+void register_nn_functional_ops();
+void register_norm_ops();
+void register_conv_ops();
+void register_view_ops();
+void register_index_ops();
+void register_attention_ops();
+
+}  // namespace dtr::ops
+
+namespace dtr::cpu {
+/// Registers every CPU kernel into the op registry (cpu/register.cpp).
+void register_kernels();
+}  // namespace dtr::cpu

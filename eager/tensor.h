@@ -1,0 +1,291 @@
+// dtr::Tensor: a handle on a TensorImpl (metadata + autograd state) that
+// points at a Storage (the bytes; Note [unit of eviction]). Copying a Tensor
+// copies the handle, like torch::Tensor.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/op_registry.h"
+#include "core/scalar.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace dtr {
+
+namespace autograd {
+struct Node;
+}
+
+/// dtype, device and requires_grad for factory functions. Converts
+/// implicitly from a DType or a Device, like torch::TensorOptions.
+struct TensorOptions {
+  DType dtype_ = kFloat32;
+  Device device_;
+  bool requires_grad_ = false;
+
+  TensorOptions() = default;
+  TensorOptions(DType t) : dtype_(t) {}    // NOLINT
+  TensorOptions(Device d) : device_(d) {}  // NOLINT
+  TensorOptions(DeviceType d) : device_(d) {}  // NOLINT
+  TensorOptions dtype(DType t) const {
+    auto o = *this;
+    o.dtype_ = t;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r = true) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
+};
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  /// The autograd node that produced this tensor; null for leaves.
+  std::shared_ptr<autograd::Node> grad_fn;
+  uint32_t output_nr = 0;
+  /// Accumulated gradient of a leaf (or of a tensor with retain_grad()).
+  std::shared_ptr<struct TensorImpl> grad;
+  /// The leaf's gradient accumulator, shared by every use of the leaf.
+  std::weak_ptr<autograd::Node> grad_accumulator;
+  bool retains_grad = false;
+};
+
+struct TensorImpl {
+  TensorImpl(std::shared_ptr<Storage> s, TensorMeta m);
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  std::shared_ptr<Storage> storage;
+  TensorMeta meta;
+  std::unique_ptr<AutogradMeta> autograd;  // null until needed
+  /// Made by a view op: shares its storage with a base tensor.
+  bool is_view = false;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  const TensorMeta& meta() const;
+  const std::shared_ptr<Storage>& storage() const;
+
+  // ---- metadata ----------------------------------------------------------
+  const Shape& shape() const { return meta().shape; }
+  const Shape& sizes() const { return meta().shape; }
+  /// Size of `dim` (negative counts from the end). Throws IndexError.
+  int64_t size(int64_t dim) const;
+  const Strides& strides() const { return meta().strides; }
+  int64_t stride(int64_t dim) const;
+  int64_t storage_offset() const { return meta().offset; }
+  int64_t dim() const { return meta().dim(); }
+  int64_t numel() const { return meta().numel(); }
+  DType dtype() const { return meta().dtype; }
+  Device device() const { return meta().device; }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  int64_t nbytes() const { return numel() * itemsize(dtype()); }
+  /// "Tensor(shape=[2, 3], dtype=float32, device=cpu)" plus values when small.
+  std::string str() const;
+
+  // ---- data access (rematerializes if the storage was evicted) -------------
+  /// The single element of a one-element tensor, converted to T. Throws ValueError.
+  template <typename T>
+  T item() const;
+  /// All elements in row-major order, converted to T.
+  template <typename T>
+  std::vector<T> to_vector() const;
+  /// Pointer to element 0 of a tensor of dtype T. Valid until the next op
+  /// that may evict (under a budget); prefer to_vector/item. Throws TypeError.
+  template <typename T>
+  T* data_ptr() const;
+  void* raw_data_ptr() const;
+
+  // ---- autograd ------------------------------------------------------------
+  bool requires_grad() const;
+  /// Marks a leaf as requiring grad (PyTorch Tensor.requires_grad_). Throws
+  /// ValueError on a non-leaf or a non-floating tensor.
+  Tensor& requires_grad_(bool requires_grad = true);
+  /// The accumulated gradient (undefined until backward reaches this leaf).
+  Tensor grad() const;
+  void set_grad(const Tensor& g);
+  /// Keep .grad on a non-leaf during backward.
+  void retain_grad();
+  bool is_leaf() const;
+  /// Name of the backward node ("MulBackward"), or "" for leaves.
+  std::string grad_fn_name() const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  /// Back-propagates from this tensor. `gradient` may be omitted for a
+  /// one-element tensor. retain_graph keeps saved tensors for another backward.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// A tensor sharing storage, cut from the graph (PyTorch Tensor.detach).
+  Tensor detach() const;
+
+  // ---- conversions ---------------------------------------------------------
+  Tensor to(DType t) const;
+  Tensor to(Device d) const;
+  Tensor to(DeviceType d) const { return to(Device(d)); }
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor cpu() const { return to(Device(kCPU)); }
+
+  // ---- methods mirroring the free functions (eager/ops.h) --------------------
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor add(const Tensor& o, Scalar alpha = 1) const;
+  Tensor sub(const Tensor& o, Scalar alpha = 1) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor div(const Tensor& o) const;
+  Tensor pow(Scalar exponent) const;
+  Tensor matmul(const Tensor& o) const;
+  Tensor sum() const;
+  Tensor sum(IntList dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(IntList dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  Tensor view(IntList shape) const;
+  Tensor reshape(IntList shape) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;
+  Tensor permute(IntList dims) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+               int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor expand(IntList shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+
+  // In-place (PyTorch semantics: write through views, bump the version).
+  Tensor& add_(const Tensor& o, Scalar alpha = 1);
+  Tensor& add_(Scalar o);
+  Tensor& sub_(const Tensor& o, Scalar alpha = 1);
+  Tensor& sub_(Scalar o);
+  Tensor& mul_(const Tensor& o);
+  Tensor& mul_(Scalar o);
+  Tensor& div_(const Tensor& o);
+  Tensor& div_(Scalar o);
+  Tensor& relu_();
+  Tensor& neg_();
+  Tensor& exp_();
+  Tensor& sqrt_();
+  Tensor& tanh_();
+  Tensor& sigmoid_();
+  Tensor& masked_fill_(const Tensor& mask, Scalar value);
+  Tensor& fill_(Scalar value);
+  Tensor& zero_();
+  /// Copies `src` (broadcast, cast) into this tensor's elements.
+  Tensor& copy_(const Tensor& src);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
+
+  Tensor operator-() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+
+/// C++ type of a dtype's elements (Half/BFloat16 for the 16-bit floats).
+template <typename T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return kFloat32;
+  else if constexpr (std::is_same_v<T, double>) return kFloat64;
+  else if constexpr (std::is_same_v<T, Half>) return kFloat16;
+  else if constexpr (std::is_same_v<T, BFloat16>) return kBFloat16;
+  else if constexpr (std::is_same_v<T, int64_t>) return kInt64;
+  else if constexpr (std::is_same_v<T, int32_t>) return kInt32;
+  else if constexpr (std::is_same_v<T, bool>) return kBool;
+  else if constexpr (std::is_same_v<T, uint8_t>) return kUInt8;
+  else static_assert(sizeof(T) == 0, "unsupported element type");
+}
+
+namespace detail {
+/// Copies the tensor's elements, converted to `out_dtype`, into `out` (row-major).
+void copy_elements_out(const Tensor& t, DType out_dtype, void* out);
+}  // namespace detail
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out(static_cast<size_t>(numel()));
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> tmp(static_cast<size_t>(out.size()));
+    detail::copy_elements_out(*this, kBool, tmp.data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = tmp[i] != 0;
+  } else {
+    detail::copy_elements_out(*this, dtype_of<T>(), out.data());
+  }
+  return out;
+}
+
+template <typename T>
+T Tensor::item() const {
+  DTR_CHECK(defined(), ValueError, "item: tensor is undefined");
+  DTR_CHECK(numel() == 1, ValueError,
+            "item: a Tensor with {} elements cannot be converted to a scalar (shape {})", numel(),
+            shape_str(shape()));
+  if constexpr (std::is_same_v<T, bool>) {
+    return to_vector<bool>()[0];
+  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return to_vector<T>()[0];
+  } else {
+    // Read in the widest type, then convert, like Tensor.item() in PyTorch.
+    if (is_floating(dtype())) return T(to_vector<double>()[0]);
+    return T(to_vector<int64_t>()[0]);
+  }
+}
+
+template <typename T>
+T* Tensor::data_ptr() const {
+  DTR_CHECK(dtype_of<T>() == dtype(), TypeError, "data_ptr: expected dtype {} but tensor is {}",
+            dtype_name(dtype_of<T>()), dtype_name(dtype()));
+  return static_cast<T*>(raw_data_ptr());
+}
+
+}  // namespace dtr

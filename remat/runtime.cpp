@@ -1,0 +1,460 @@
+#include "remat/runtime.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include <unistd.h>
+
+#include <absl/container/flat_hash_set.h>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/options.h"
+
+namespace dtr::remat {
+
+namespace {
+std::atomic<int64_t> g_live_nodes{0};
+
+int64_t device_memory_bytes(DeviceType) {
+  // CPU "device memory" is physical RAM; the CUDA backend reports its own.
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return int64_t(pages) * int64_t(page);
+}
+}  // namespace
+
+Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
+Node::~Node() { g_live_nodes.fetch_sub(1, std::memory_order_relaxed); }
+int64_t live_node_count() { return g_live_nodes.load(std::memory_order_relaxed); }
+
+struct Runtime::Impl {
+  mutable std::recursive_mutex mu;
+  std::optional<int64_t> budget;
+  int64_t clock = 0;
+  Stats stats;
+  /// Resident storages that may be evicted (Note [what may be evicted]),
+  /// locked or not; Storage::pool_index is the position.
+  std::vector<Storage*> pool;
+  /// Every storage whose bytes this runtime accounts for.
+  absl::flat_hash_set<Storage*> tracked;
+  std::array<CopyFn, kNumDeviceTypes> copy_fns{};
+
+  static bool replayable(const Storage& s) {
+    return !s.pinned && s.producer != nullptr && s.producer->replayable;
+  }
+
+  void pool_add(Storage& s) {
+    if (s.pool_index >= 0 || !replayable(s) || !s.resident()) return;
+    s.pool_index = int64_t(pool.size());
+    pool.push_back(&s);
+  }
+  void pool_remove(Storage& s) {
+    if (s.pool_index < 0) return;
+    Storage* last = pool.back();
+    pool[size_t(s.pool_index)] = last;
+    last->pool_index = s.pool_index;
+    pool.pop_back();
+    s.pool_index = -1;
+  }
+
+  void track_bytes(Storage& s) {
+    stats.resident_bytes += s.nbytes();
+    stats.peak_bytes = std::max(stats.peak_bytes, stats.resident_bytes);
+  }
+  void free_bytes(Storage& s) {
+    pool_remove(s);
+    if (s.resident()) {
+      stats.resident_bytes -= s.nbytes();
+      s.free_data();
+    }
+  }
+
+  // Note [scores]: h_DTR = cost / (bytes * staleness).
+  double score(const Storage& s) const {
+    const double staleness = double(clock - s.last_access + 1);
+    const double cost = s.producer->cost_seconds + 1e-12;
+    return cost / (double(std::max<int64_t>(s.nbytes(), 1)) * staleness);
+  }
+
+  Storage* choose_victim() const {
+    Storage* best = nullptr;
+    double best_score = 0;
+    for (Storage* s : pool) {
+      if (s->lock_count > 0) continue;
+      const double sc = score(*s);
+      if (best == nullptr || sc < best_score) {
+        best = s;
+        best_score = sc;
+      }
+    }
+    return best;
+  }
+
+  [[noreturn]] void throw_oom(int64_t request) const {
+    int64_t locked = 0, unevictable = 0;
+    std::vector<const Storage*> fixed;
+    for (const Storage* s : tracked) {
+      if (!s->resident()) continue;
+      if (s->lock_count > 0) locked += s->nbytes();
+      if (!replayable(*s)) {
+        unevictable += s->nbytes();
+        fixed.push_back(s);
+      }
+    }
+    std::sort(fixed.begin(), fixed.end(),
+              [](const Storage* a, const Storage* b) { return a->nbytes() > b->nbytes(); });
+    std::string largest;
+    for (size_t i = 0; i < std::min<size_t>(fixed.size(), 5); ++i) {
+      const Storage* s = fixed[i];
+      largest += fmt::format("\n    {} bytes from {}", s->nbytes(),
+                             s->producer ? std::string(s->producer->op_name)
+                                         : std::string("a constant (parameter or input)"));
+    }
+    throw OutOfMemoryError(fmt::format(
+        "out of memory under the budget: budget {} bytes, request {} bytes, resident {} bytes, "
+        "locked {} bytes, unevictable {} bytes; nothing left to evict. Largest unevictable "
+        "storages:{}",
+        *budget, request, stats.resident_bytes, locked, unevictable,
+        largest.empty() ? std::string(" (none)") : largest));
+  }
+
+  void make_room(int64_t request) {
+    if (!budget) return;
+    while (stats.resident_bytes + request > *budget) {
+      Storage* victim = choose_victim();
+      if (victim == nullptr) throw_oom(request);
+      free_bytes(*victim);
+      ++stats.evictions;
+    }
+  }
+
+  void allocate(Storage& s) {
+    DTR_INTERNAL_ASSERT(!s.resident(), "allocate on a resident storage");
+    make_room(s.nbytes());
+    Allocator* alloc = get_allocator(s.device().type);
+    DTR_CHECK(alloc != nullptr, NotImplementedError, "no allocator for device {}",
+              s.device().str());
+    void* p = alloc->allocate(size_t(s.nbytes()));
+    if (p == nullptr) {
+      throw OutOfMemoryError(fmt::format("{} could not allocate {} bytes ({} bytes resident)",
+                                         s.device().str(), s.nbytes(), stats.resident_bytes));
+    }
+    s.set_data(p, alloc);
+    if (s.tracker == nullptr) {
+      s.tracker = owner;
+      tracked.insert(&s);
+    }
+    track_bytes(s);
+  }
+
+  static void unlock_all(std::vector<Storage*>& v, int64_t now) {
+    for (Storage* s : v) {
+      --s->lock_count;
+      s->last_access = now;
+    }
+    v.clear();
+  }
+
+  // Rematerializes `target` and everything it needs, with an explicit work
+  // stack: a chain of 100,000 evicted ops needs no native recursion.
+  void rematerialize(Storage& target) {
+    struct Frame {
+      Storage* s;
+      bool expanded = false;
+      std::vector<Storage*> locked;  // inputs held resident for this frame's replay
+    };
+    std::vector<Frame> stack;
+    stack.push_back(Frame{&target});
+    try {
+      while (!stack.empty()) {
+        const size_t top = stack.size() - 1;
+        Storage* s = stack[top].s;
+        if (s->resident()) {  // a sibling output of an earlier replay
+          finish_frame(stack);
+          continue;
+        }
+        Node* node = s->producer.get();
+        DTR_INTERNAL_ASSERT(node != nullptr && node->replayable,
+                            "storage of {} bytes is not resident and has no replayable producer",
+                            s->nbytes());
+        if (!stack[top].expanded) {
+          stack[top].expanded = true;
+          for (const auto& in : node->inputs) {
+            if (in->resident()) {
+              ++in->lock_count;
+              stack[top].locked.push_back(in.get());
+            } else {
+              stack.push_back(Frame{in.get()});
+            }
+          }
+          continue;
+        }
+        replay(*node);
+        finish_frame(stack);
+      }
+    } catch (...) {
+      for (auto& f : stack) unlock_all(f.locked, clock);
+      throw;
+    }
+  }
+
+  // Pops the top frame (whose storage is resident) and hands it, locked, to
+  // the frame below.
+  template <typename Frames>
+  void finish_frame(Frames& stack) {
+    auto& f = stack.back();
+    Storage* s = f.s;
+    unlock_all(f.locked, clock);
+    stack.pop_back();
+    if (!stack.empty()) {
+      ++s->lock_count;
+      stack.back().locked.push_back(s);
+    }
+  }
+
+  void replay(Node& node) {
+    std::vector<Storage*> outs;
+    std::vector<std::shared_ptr<Storage>> keep;  // live outputs and scratch
+    std::vector<std::unique_ptr<Storage>> scratch;
+    outs.reserve(node.outputs.size());
+    int64_t restored = 0;
+    try {
+      for (const auto& w : node.outputs) {
+        std::shared_ptr<Storage> o = w.lock();
+        DTR_INTERNAL_ASSERT(o == nullptr || o->producer.get() == &node,
+                            "lineage output no longer produced by its node");
+        if (o != nullptr && !o->resident()) {
+          allocate(*o);
+          ++o->lock_count;
+          ++restored;
+          outs.push_back(o.get());
+          keep.push_back(std::move(o));
+        } else {
+          // Gone, or resident (possibly being read elsewhere): replay into scratch.
+          const Storage* ref = o ? o.get() : nullptr;
+          DTR_INTERNAL_ASSERT(ref != nullptr || !node.outputs.empty(), "no outputs");
+          // A gone output's size is unknown here; the node remembers it.
+          const int64_t nbytes = ref ? ref->nbytes() : node_output_bytes(node, outs.size());
+          auto tmp = std::make_unique<Storage>(nbytes, ref ? ref->device() : node_device(node));
+          allocate(*tmp);
+          ++tmp->lock_count;
+          outs.push_back(tmp.get());
+          scratch.push_back(std::move(tmp));
+        }
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<Storage*> ins;
+      ins.reserve(node.inputs.size());
+      for (const auto& in : node.inputs) ins.push_back(in.get());
+      node.recompute(ins, outs);
+      const auto t1 = std::chrono::steady_clock::now();
+      stats.recompute_seconds_measured += std::chrono::duration<double>(t1 - t0).count();
+      stats.recompute_seconds_estimated += node.cost_seconds;
+      ++stats.recomputed_ops;
+      stats.rematerializations += restored;
+    } catch (...) {
+      for (Storage* o : outs) --o->lock_count;
+      for (auto& t : scratch) free_bytes(*t);
+      throw;
+    }
+    for (Storage* o : outs) {
+      --o->lock_count;
+      o->last_access = clock;
+    }
+    for (auto& o : keep) pool_add(*o);
+    for (auto& t : scratch) free_bytes(*t);
+  }
+
+  // Sizes of outputs that no longer exist are recorded on the node.
+  static int64_t node_output_bytes(const Node& node, size_t i) { return node.output_nbytes.at(i); }
+  static Device node_device(const Node& node) { return node.device; }
+
+  Runtime* owner = nullptr;
+};
+
+Runtime& Runtime::global() {
+  static Runtime* rt = [] {
+    auto* r = new Runtime();  // never destroyed: storages may outlive static destruction
+    r->set_memory_budget(global_options().memory_budget.resolve(device_memory_bytes(kCPU)));
+    return r;
+  }();
+  return *rt;
+}
+
+Runtime::Runtime() : impl_(std::make_unique<Impl>()) {
+  impl_->owner = this;
+  impl_->copy_fns[size_t(kCPU)] = [](void* dst, const void* src, size_t n) {
+    std::memcpy(dst, src, n);
+  };
+}
+
+Runtime::~Runtime() {
+  std::lock_guard lock(impl_->mu);
+  for (Storage* s : impl_->tracked) s->tracker = nullptr;
+}
+
+void Runtime::set_memory_budget(std::optional<int64_t> bytes) {
+  DTR_CHECK(!bytes || *bytes > 0, ValueError,
+            "set_memory_budget: the budget must be positive, got {} bytes", bytes.value_or(0));
+  std::lock_guard lock(impl_->mu);
+  impl_->budget = bytes;
+  impl_->stats.budget_bytes = bytes.value_or(-1);
+  if (bytes) {
+    try {
+      impl_->make_room(0);
+    } catch (const OutOfMemoryError&) {
+      logger().warn("new budget {} bytes is below the unevictable resident bytes ({} resident)",
+                    *bytes, impl_->stats.resident_bytes);
+    }
+  }
+}
+
+std::optional<int64_t> Runtime::memory_budget() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->budget;
+}
+
+void Runtime::acquire(std::span<Storage* const> storages) {
+  std::lock_guard lock(impl_->mu);
+  size_t done = 0;
+  try {
+    for (; done < storages.size(); ++done) {
+      Storage* s = storages[done];
+      if (!s->resident()) impl_->rematerialize(*s);
+      ++s->lock_count;
+    }
+  } catch (...) {
+    for (size_t i = 0; i < done; ++i) --storages[i]->lock_count;
+    throw;
+  }
+}
+
+void Runtime::release(std::span<Storage* const> storages) {
+  std::lock_guard lock(impl_->mu);
+  for (Storage* s : storages) {
+    --s->lock_count;
+    s->last_access = impl_->clock;
+    if (s->lock_count == 0 && s->handle_count.load() == 0 && Impl::replayable(*s)) {
+      impl_->free_bytes(*s);
+      ++impl_->stats.eager_frees;
+    }
+  }
+}
+
+void Runtime::allocate(Storage& s) {
+  std::lock_guard lock(impl_->mu);
+  impl_->allocate(s);
+  ++s.lock_count;
+}
+
+void Runtime::record(const std::shared_ptr<Node>& node) {
+  std::lock_guard lock(impl_->mu);
+  node->tick = ++impl_->clock;
+  for (const auto& w : node->outputs) {
+    std::shared_ptr<Storage> o = w.lock();
+    if (!o) continue;
+    o->producer = node;
+    o->last_access = impl_->clock;
+    if (!node->replayable) o->pinned = true;
+    impl_->pool_add(*o);
+  }
+  for (const auto& in : node->inputs) {
+    auto& c = in->consumers;
+    if (c.size() == c.capacity() && c.size() >= 8) {
+      c.erase(std::remove_if(c.begin(), c.end(), [](const auto& w) { return w.expired(); }),
+              c.end());
+    }
+    c.push_back(node);
+  }
+}
+
+void Runtime::register_constant(Storage& s) {
+  std::lock_guard lock(impl_->mu);
+  impl_->pool_remove(s);
+  s.pinned = true;
+  s.producer.reset();
+}
+
+std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>& s, bool keep_old) {
+  std::lock_guard lock(impl_->mu);
+  std::vector<std::shared_ptr<Node>> readers;
+  for (const auto& w : s->consumers)
+    if (auto n = w.lock()) readers.push_back(std::move(n));
+  s->consumers.clear();
+  const bool has_lineage = Impl::replayable(*s);
+  if (readers.empty() && !has_lineage && !keep_old) return nullptr;
+
+  // The old bytes move to a new storage `old`; lineage that read them now
+  // reads `old`. If `s` was computed by a replayable op, `old` inherits that
+  // lineage and needs no bytes now; otherwise (a constant) it gets a copy.
+  auto old = std::make_shared<Storage>(s->nbytes(), s->device());
+  if (has_lineage) {
+    old->producer = s->producer;
+    for (auto& w : old->producer->outputs) {
+      if (w.lock() == s) w = old;
+    }
+  } else {
+    const CopyFn copy = impl_->copy_fns[size_t(s->device().type)];
+    DTR_INTERNAL_ASSERT(copy != nullptr, "no copy function for {}", s->device().str());
+    impl_->allocate(*old);
+    copy(old->data(), s->data(), size_t(s->nbytes()));
+    old->pinned = true;
+  }
+  for (auto& n : readers) {
+    for (auto& in : n->inputs)
+      if (in == s) in = old;
+    old->consumers.push_back(n);
+  }
+  impl_->pool_remove(*s);
+  s->producer.reset();
+  return old;
+}
+
+void Runtime::on_last_handle(Storage& s) {
+  std::lock_guard lock(impl_->mu);
+  if (s.resident() && s.lock_count == 0 && Impl::replayable(s)) {
+    impl_->free_bytes(s);
+    ++impl_->stats.eager_frees;
+  }
+}
+
+void Runtime::set_copy_fn(DeviceType device, CopyFn fn) {
+  std::lock_guard lock(impl_->mu);
+  impl_->copy_fns[size_t(device)] = fn;
+}
+
+int64_t Runtime::clock() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->clock;
+}
+
+Stats Runtime::stats() const {
+  std::lock_guard lock(impl_->mu);
+  Stats s = impl_->stats;
+  s.metadata_nodes = live_node_count();
+  s.live_storages = int64_t(impl_->tracked.size());
+  return s;
+}
+
+void Runtime::reset_stats() {
+  std::lock_guard lock(impl_->mu);
+  const Stats old = impl_->stats;
+  impl_->stats = Stats{};
+  impl_->stats.budget_bytes = old.budget_bytes;
+  impl_->stats.resident_bytes = old.resident_bytes;
+  impl_->stats.peak_bytes = old.resident_bytes;
+}
+
+void Runtime::on_storage_destroyed(Storage& s) {
+  std::lock_guard lock(impl_->mu);
+  impl_->tracked.erase(&s);
+  impl_->free_bytes(s);
+  s.tracker = nullptr;
+}
+
+}  // namespace dtr::remat

@@ -1,0 +1,102 @@
+// The DTR runtime (Kirisame et al., ICLR 2021): accounts for resident
+// storage bytes against a hard budget (Note [hard budget]), evicts the
+// storage with the lowest score when an allocation would exceed it, and
+// rematerializes evicted storages from their lineage when touched, with an
+// explicit work stack (never native recursion).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/storage.h"
+#include "remat/lineage.h"
+
+namespace dtr::remat {
+
+struct Stats {
+  int64_t budget_bytes = -1;         // -1: unlimited
+  int64_t resident_bytes = 0;        // storage bytes resident now
+  int64_t peak_bytes = 0;            // high-water mark of resident_bytes
+  int64_t evictions = 0;             // storages evicted to make room
+  int64_t eager_frees = 0;           // storages freed because no handle was left
+  int64_t rematerializations = 0;    // storages recomputed
+  int64_t recomputed_ops = 0;        // op replays
+  double recompute_seconds_estimated = 0;  // sum of replayed ops' estimated cost
+  double recompute_seconds_measured = 0;   // wall time spent replaying
+  int64_t metadata_nodes = 0;        // live lineage nodes
+  int64_t live_storages = 0;         // live Storage objects
+};
+
+class Runtime final : public ResidencyTracker {
+ public:
+  /// The process-wide runtime; its budget comes from DTR_MEMORY_BUDGET.
+  static Runtime& global();
+  Runtime();
+  ~Runtime() override;
+
+  // ---- budget ----------------------------------------------------------------
+  /// Hard cap on resident storage bytes; nullopt = unlimited. Evicts at once
+  /// if the new budget is below what is resident. Throws ValueError for <= 0.
+  void set_memory_budget(std::optional<int64_t> bytes);
+  std::optional<int64_t> memory_budget() const;
+
+  // ---- the op path -------------------------------------------------------------
+  /// Makes each storage resident (rematerializing as needed) and locks it.
+  void acquire(std::span<Storage* const> storages);
+  /// Unlocks and stamps the last access (staleness restarts).
+  void release(std::span<Storage* const> storages);
+  /// Gives `s` fresh bytes under the budget, evicting as needed; locks it.
+  /// Throws OutOfMemoryError with the budget report; state stays consistent.
+  void allocate(Storage& s);
+  /// Records `node` as the producer of its outputs (already allocated) and
+  /// makes them evictable when the node is replayable. Advances the clock.
+  void record(const std::shared_ptr<Node>& node);
+  /// A storage computed outside any lineage (constants, loaded data): never evicted.
+  void register_constant(Storage& s);
+  /// Called before an in-place write into `s` (Note [mutation]): lineage
+  /// that reads the current bytes keeps them as an older version.
+  /// Returns the storage that now holds the old bytes (null when nothing
+  /// needs them); the in-place op records it as its input.
+  /// `keep_old` forces an old version even when no lineage reads `s` (autograd
+  /// saves the pre-mutation value).
+  std::shared_ptr<Storage> before_mutation(const std::shared_ptr<Storage>& s, bool keep_old = false);
+  /// The last user handle on `s` went away: free its bytes at once if it can
+  /// be recomputed (eager eviction, Note [what may be evicted]).
+  void on_last_handle(Storage& s);
+
+  /// Device copy used to keep an old version of a constant (set by eager/ at
+  /// start-up for each backend).
+  using CopyFn = void (*)(void* dst, const void* src, size_t nbytes);
+  void set_copy_fn(DeviceType device, CopyFn fn);
+
+  /// Logical clock: one tick per op.
+  int64_t clock() const;
+
+  Stats stats() const;
+  void reset_stats();
+
+  // ResidencyTracker
+  void on_storage_destroyed(Storage& s) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtr::remat
+
+namespace dtr::remat {
+/// Public API (DESIGN.md): the global runtime's budget and statistics.
+/// Sets the hard cap on resident tensor-storage bytes (nullopt = unlimited).
+/// Throws ValueError for a non-positive budget.
+inline void set_memory_budget(std::optional<int64_t> bytes) { Runtime::global().set_memory_budget(bytes); }
+inline std::optional<int64_t> memory_budget() { return Runtime::global().memory_budget(); }
+inline Stats stats() { return Runtime::global().stats(); }
+/// Zeroes the counters; the peak restarts from the current resident bytes.
+inline void reset_stats() { Runtime::global().reset_stats(); }
+}  // namespace dtr::remat

@@ -5,6 +5,7 @@ namespace dtr::cpu {
 void register_kernels() {
   // One line per kernel family (each defined in cpu/<family>.cpp).
   register_copy_kernels();
+  register_creation_kernels();
   // @@kernel-families@@
 }
 

@@ -239,8 +239,11 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
       // Autograd sees input 0 as it was before the write.
       autograd_inputs.assign(inputs.begin(), inputs.end());
       autograd_inputs[0] = Tensor(std::make_shared<TensorImpl>(old_version, inputs[0].meta()));
-      // A constant stays a constant: its new bytes are not recomputable.
-      if (!s.pinned) {
+      // Note [mutation]: a write in grad mode (an activation updated during
+      // the forward) stays replayable from the old version. A write outside
+      // grad mode is a state update (optimizer step, running statistics): the
+      // storage becomes a constant, so lineage does not grow over steps.
+      if (!s.pinned && record->grad_mode) {
         node = std::make_shared<remat::Node>();
         node->inputs.push_back(old_version);
         for (size_t i = 1; i < inputs.size(); ++i) {
@@ -252,6 +255,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     node = std::make_shared<remat::Node>();
     for (const Tensor& t : inputs) node->inputs.push_back(t.storage());
   }
+  if (op.flags.inplace && node == nullptr) rt.register_constant(*outs[0].storage());
   if (node != nullptr) {
     node->op_name = op.name;
     for (const Tensor& t : outs) {

@@ -103,6 +103,9 @@ Tensor& Tensor::requires_grad_(bool r) {
             dtype_name(dtype()));
   if (!impl_->autograd) impl_->autograd = std::make_unique<AutogradMeta>();
   impl_->autograd->requires_grad = r;
+  // Leaves that require grad are parameters: constants that are never
+  // evicted (Note [what may be evicted]).
+  if (r) remat::Runtime::global().register_constant(*impl_->storage);
   return *this;
 }
 

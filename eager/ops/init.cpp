@@ -11,6 +11,7 @@ void ensure_ops_registered() {
   std::call_once(once, [] {
     // One line per op family (each defined in eager/ops/<family>.cpp).
     ops::register_copy_ops();
+    ops::register_creation_ops();
     // @@op-families@@
     cpu::register_kernels();
     remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));

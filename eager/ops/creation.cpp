@@ -1,0 +1,177 @@
+// Factory functions: empty, zeros, ones, full, arange, rand, randn, randint,
+// the *_like forms, from_vector/from_blob (torch.* of the same names).
+// Creation ops have no inputs: their lineage node replays them from nothing
+// (random ones from the recorded Philox (seed, offset)), so a freshly made
+// tensor is evictable like any activation.
+#include <cmath>
+#include <cstring>
+
+#include "core/element.h"
+
+#include "eager/ops/registration.h"
+#include "remat/runtime.h"
+
+namespace dtr {
+namespace ops {
+namespace {
+
+void infer_factory(std::span<const TensorMeta>, const Attrs& a, std::vector<TensorMeta>& out) {
+  const Shape& shape = a.ints("shape");
+  for (int64_t s : shape) {
+    DTR_CHECK(s >= 0, ValueError, "factory: negative dimension in shape {}", shape_str(shape));
+  }
+  out.push_back(out_meta(shape, a.dtype("dtype"), Device(DeviceType(a.i("device_type")), int(a.i("device_index")))));
+}
+
+}  // namespace
+
+void register_creation_ops() {
+  auto& R = OpRegistry::instance();
+  for (const char* name : {"full", "arange", "rand", "randn", "randint"}) {
+    OpDef d{.name = name, .infer = infer_factory};
+    d.save = kSaveNone;
+    d.flags.random = std::string_view(name).starts_with("rand");
+    R.define(std::move(d));
+  }
+}
+
+}  // namespace ops
+
+namespace {
+
+Attrs factory_attrs(IntList shape, const TensorOptions& o) {
+  return Attrs{{"shape", shape.vec()},
+               {"dtype", o.dtype_},
+               {"device_type", int64_t(o.device_.type)},
+               {"device_index", int64_t(o.device_.index)}};
+}
+
+Tensor finish(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor factory(std::string_view name, IntList shape, const TensorOptions& o, Attrs extra) {
+  const OpDef& d = op(name);
+  Attrs a = factory_attrs(shape, o);
+  for (const auto& [k, v] : extra.items()) a.set(k, v);
+  return finish(dispatch1(d, std::span<const Tensor>{}, std::move(a)), o);
+}
+
+}  // namespace
+
+Tensor empty(IntList shape, TensorOptions o) { return zeros(shape, o); }
+Tensor zeros(IntList shape, TensorOptions o) { return full(shape, 0, o); }
+Tensor ones(IntList shape, TensorOptions o) { return full(shape, 1, o); }
+Tensor full(IntList shape, Scalar value, TensorOptions o) {
+  return factory("full", shape, o, Attrs{{"value", value.to_double()}});
+}
+
+Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
+  const double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  DTR_CHECK(st != 0, ValueError, "arange: step must be nonzero");
+  DTR_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "arange: unsupported range {} to {}", s, e);
+  DTR_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
+            "arange: upper bound and larger bound inconsistent with step sign (start {}, end {}, step {})",
+            s, e, st);
+  const int64_t n = int64_t(std::ceil((e - s) / st));
+  return factory("arange", {n}, o, Attrs{{"start", s}, {"step", st}});
+}
+
+Tensor rand(IntList shape, TensorOptions o) {
+  ops::check_floating("rand", ops::out_meta(shape, o.dtype_, o.device_), "dtype");
+  return factory("rand", shape, o, {});
+}
+Tensor randn(IntList shape, TensorOptions o) {
+  ops::check_floating("randn", ops::out_meta(shape, o.dtype_, o.device_), "dtype");
+  return factory("randn", shape, o, {});
+}
+Tensor randint(int64_t low, int64_t high, IntList shape, TensorOptions o) {
+  DTR_CHECK(low < high, ValueError, "randint: expected low < high, got low={} high={}", low, high);
+  return factory("randint", shape, o, Attrs{{"low", low}, {"high", high}});
+}
+
+namespace {
+TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
+}  // namespace
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
+Tensor full_like(const Tensor& t, Scalar v) { return full(t.shape(), v, like(t)); }
+Tensor randn_like(const Tensor& t) { return randn(t.shape(), like(t)); }
+Tensor rand_like(const Tensor& t) { return rand(t.shape(), like(t)); }
+
+namespace detail {
+Tensor from_host(const void* src, int64_t n, DType src_dtype, IntList shape, TensorOptions o) {
+  for (int64_t s : shape) {
+    DTR_CHECK(s >= 0, ValueError, "from_vector: negative dimension in shape {}", shape_str(shape.vec()));
+  }
+  DTR_CHECK(numel(shape) == n, ValueError,
+            "from_vector: {} values cannot fill a tensor of shape {} ({} elements)", n,
+            shape_str(shape.vec()), numel(shape));
+  DTR_CHECK(o.device_.is_cpu(), NotImplementedError,
+            "from_vector: tensors are created on the CPU; use .to({}) afterwards", o.device_.str());
+  ensure_ops_registered();
+  TensorMeta m = ops::out_meta(shape, o.dtype_, o.device_);
+  auto storage = std::make_shared<Storage>(n * itemsize(o.dtype_), o.device_);
+  remat::Runtime& rt = remat::Runtime::global();
+  rt.allocate(*storage);
+  const auto* in = static_cast<const std::byte*>(src);
+  auto* out = static_cast<std::byte*>(storage->data());
+  const int64_t isz = itemsize(src_dtype), osz = itemsize(o.dtype_);
+  if (src_dtype == o.dtype_) {
+    std::memcpy(out, in, size_t(n * isz));
+  } else {
+    for (int64_t i = 0; i < n; ++i) convert_element(out + i * osz, o.dtype_, in + i * isz, src_dtype);
+  }
+  // Data loaded from outside has no lineage: a constant, never evicted.
+  rt.register_constant(*storage);
+  Storage* s = storage.get();
+  rt.release({&s, 1});
+  Tensor t(std::make_shared<TensorImpl>(std::move(storage), std::move(m)));
+  return finish(t, o);
+}
+}  // namespace detail
+
+namespace {
+class BorrowedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t) override { return nullptr; }
+  void deallocate(void*, size_t) override {}
+};
+}  // namespace
+
+Tensor from_blob(void* data, IntList shape, DType dtype, Device device) {
+  return from_blob(data, shape, contiguous_strides(shape), dtype, device);
+}
+
+Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device) {
+  DTR_CHECK(data != nullptr, ValueError, "from_blob: data is null");
+  DTR_CHECK(shape.size() == strides.size(), ValueError,
+            "from_blob: shape {} and strides {} differ in length", shape_str(shape.vec()),
+            shape_str(strides.vec()));
+  int64_t extent = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    DTR_CHECK(shape[i] >= 0 && strides[i] >= 0, ValueError,
+              "from_blob: negative size or stride in shape {} strides {}", shape_str(shape.vec()),
+              shape_str(strides.vec()));
+    if (shape[i] > 0) extent += (shape[i] - 1) * strides[i];
+  }
+  if (numel(shape) == 0) extent = 0;
+  ensure_ops_registered();
+  static BorrowedAllocator borrowed;
+  auto storage = std::make_shared<Storage>(extent * itemsize(dtype), device);
+  // Borrowed bytes are not the runtime's: they are not counted against the
+  // budget and are never freed or evicted.
+  storage->set_data(data, &borrowed);
+  storage->pinned = true;
+  TensorMeta m;
+  m.shape = shape.vec();
+  m.strides = strides.vec();
+  m.dtype = dtype;
+  m.device = device;
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), std::move(m)));
+}
+
+}  // namespace dtr

@@ -1,0 +1,349 @@
+#include "core/options.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include <absl/status/status.h>
+#include <absl/strings/ascii.h>
+#include <absl/strings/escaping.h>
+#include <absl/strings/match.h>
+#include <absl/strings/numbers.h>
+#include <fmt/format.h>
+
+#include "core/absl_compat.h"
+#include "core/error.h"
+
+namespace dtr {
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+std::string_view strip(std::string_view s) {
+  return to_std(absl::StripAsciiWhitespace(to_absl(s)));
+}
+std::string lower_stripped(std::string_view s) {
+  return absl::AsciiStrToLower(absl::StripAsciiWhitespace(to_absl(s)));
+}
+bool equals_ignore_case(std::string_view a, std::string_view b) {
+  return absl::EqualsIgnoreCase(to_absl(a), to_absl(b));
+}
+
+/// `"text"`, escaped so that control characters and quotes stay readable.
+std::string quoted(std::string_view text) { return fmt::format("\"{}\"", absl::CEscape(to_absl(text))); }
+
+absl::Status invalid(std::string_view what, std::string_view text, std::string_view reason) {
+  return absl::InvalidArgumentError(fmt::format("invalid {} {}: {}", what, quoted(text), reason));
+}
+
+struct Unit {
+  std::string_view name;  // lower case
+  uint64_t multiplier;
+};
+constexpr std::array<Unit, 9> kUnits = {{
+    {"b", 1},
+    {"kb", 1000ull},
+    {"mb", 1000ull * 1000},
+    {"gb", 1000ull * 1000 * 1000},
+    {"tb", 1000ull * 1000 * 1000 * 1000},
+    {"kib", 1ull << 10},
+    {"mib", 1ull << 20},
+    {"gib", 1ull << 30},
+    {"tib", 1ull << 40},
+}};
+constexpr std::string_view kUnitList = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB";
+
+/// A byte count or a percentage, as written in a size option.
+struct Size {
+  bool is_percent = false;
+  int64_t bytes = 0;
+  double percent = 0.0;
+};
+
+/// Parses "<number>[ ]<unit>" or "<number>[ ]%" where <number> is a plain
+/// decimal ("12", "1.5", ".5"). Byte counts are computed exactly (no floating
+/// point) and rounded down to whole bytes; a count without a unit, or in B,
+/// must itself be whole.
+absl::StatusOr<Size> parse_size(std::string_view original, std::string_view what,
+                                bool allow_percent) {
+  const std::string_view text = strip(original);
+  if (text.empty()) return invalid(what, original, "empty value");
+
+  size_t i = 0;
+  bool negative = false;
+  if (text[0] == '+' || text[0] == '-') {
+    negative = text[0] == '-';
+    ++i;
+  }
+  const size_t int_begin = i;
+  while (i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  const std::string_view int_digits = text.substr(int_begin, i - int_begin);
+  std::string_view frac_digits;
+  bool has_point = false;
+  if (i < text.size() && text[i] == '.') {
+    has_point = true;
+    const size_t frac_begin = ++i;
+    while (i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    frac_digits = text.substr(frac_begin, i - frac_begin);
+  }
+  if (int_digits.empty() && frac_digits.empty()) {
+    return invalid(what, original, "expected a number");
+  }
+  const std::string_view number = text.substr(int_begin, i - int_begin);
+  const std::string_view unit =
+      to_std(absl::StripLeadingAsciiWhitespace(to_absl(text.substr(i))));
+  if (negative) return invalid(what, original, "negative sizes are not allowed");
+
+  if (unit == "%") {
+    if (!allow_percent) return invalid(what, original, "a percentage is not allowed here");
+    double percent = 0.0;
+    if (!absl::SimpleAtod(to_absl(number), &percent) || !std::isfinite(percent) || percent <= 0.0 ||
+        percent > 100.0) {
+      return invalid(what, original, "a percentage must be in (0, 100]");
+    }
+    return Size{.is_percent = true, .percent = percent};
+  }
+
+  uint64_t multiplier = 1;
+  if (!unit.empty()) {
+    const std::string lower = lower_stripped(unit);
+    const auto it = std::find_if(kUnits.begin(), kUnits.end(),
+                                 [&](const Unit& u) { return u.name == lower; });
+    if (it == kUnits.end()) {
+      return invalid(what, original,
+                     fmt::format("unknown unit {} (expected one of {}{})", quoted(unit), kUnitList,
+                                 allow_percent ? ", or %" : ""));
+    }
+    multiplier = it->multiplier;
+  }
+  if (multiplier == 1 && has_point &&
+      !std::all_of(frac_digits.begin(), frac_digits.end(), [](char c) { return c == '0'; })) {
+    return invalid(what, original, "a byte count must be a whole number");
+  }
+
+  const auto too_large = [&] {
+    return invalid(what, original, fmt::format("too large (the limit is {} bytes)", kInt64Max));
+  };
+  uint64_t whole = 0;
+  for (const char c : int_digits) {
+    if (__builtin_mul_overflow(whole, 10u, &whole) ||
+        __builtin_add_overflow(whole, uint64_t(c - '0'), &whole)) {
+      return too_large();
+    }
+  }
+  // floor(0.d1 d2 ... dn * multiplier), exactly: multiply the digit string by
+  // `multiplier` from the right; the final carry is the integer part.
+  uint64_t fraction_bytes = 0;
+  for (auto it = frac_digits.rbegin(); it != frac_digits.rend(); ++it) {
+    fraction_bytes = (uint64_t(*it - '0') * multiplier + fraction_bytes) / 10;
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(whole, multiplier, &bytes) ||
+      __builtin_add_overflow(bytes, fraction_bytes, &bytes) || bytes > uint64_t(kInt64Max)) {
+    return too_large();
+  }
+  return Size{.bytes = int64_t(bytes)};
+}
+
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> parse_name(std::string_view text, std::string_view what,
+                                const std::array<std::pair<std::string_view, Enum>, N>& names) {
+  const std::string lower = lower_stripped(text);
+  for (const auto& [name, value] : names) {
+    if (name == lower) return value;
+  }
+  return absl::InvalidArgumentError(fmt::format("unknown {} {}", what, quoted(text)));
+}
+
+constexpr std::array<std::pair<std::string_view, Heuristic>, 6> kHeuristics = {{
+    {"dtr_eq", Heuristic::kDtrEq},
+    {"dtr", Heuristic::kDtr},
+    {"dtr_local", Heuristic::kDtrLocal},
+    {"lru", Heuristic::kLru},
+    {"size", Heuristic::kSize},
+    {"msps", Heuristic::kMsps},
+}};
+constexpr std::array<std::pair<std::string_view, SampleMode>, 2> kSampleModes = {{
+    {"all", SampleMode::kAll},
+    {"sqrt", SampleMode::kSqrt},
+}};
+constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug", "info",    "warn",
+                                                         "error", "critical", "off"};
+
+template <typename T>
+absl::Status assign(absl::StatusOr<T> parsed, T& field) {
+  if (!parsed.ok()) return parsed.status();
+  field = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+/// One row of the options table. `apply` parses a value (never empty: an
+/// empty value means `info.default_value`, which each row must accept).
+struct OptionRow {
+  OptionInfo info;
+  std::string_view accepted;
+  absl::Status (*apply)(Options&, std::string_view value);
+};
+
+const std::array<OptionRow, 7>& option_rows() {
+  static const std::array<OptionRow, 7> rows = {{
+      {{"DTR_MEMORY_BUDGET", "unlimited",
+        "hard cap on resident device bytes of tensor storage (Note [hard budget])"},
+       "a byte count (\"1073741824\"); a number with a unit B, KB, MB, GB, TB (powers of "
+       "1000) or KiB, MiB, GiB, TiB (powers of 1024), case-insensitive, e.g. \"1.5GiB\", "
+       "\"512 MiB\", \"800MB\"; a percentage of device memory in (0, 100], e.g. \"60%\"; or "
+       "\"none\"/\"unlimited\"",
+       [](Options& o, std::string_view v) { return assign(parse_memory_budget(v), o.memory_budget); }},
+      {{"DTR_HEURISTIC", "dtr_eq",
+        "eviction heuristic: dtr_eq (h_DTR with union-find equivalence classes), dtr (exact "
+        "evicted neighbourhood), dtr_local, lru, size, msps"},
+       "dtr_eq, dtr, dtr_local, lru, size, msps",
+       [](Options& o, std::string_view v) { return assign(parse_heuristic(v), o.heuristic); }},
+      {{"DTR_SAMPLE", "all", "candidates examined per eviction: all, or a random sqrt(n) of them"},
+       "all, sqrt",
+       [](Options& o, std::string_view v) { return assign(parse_sample_mode(v), o.sample); }},
+      {{"DTR_MIN_EVICT_BYTES", "0", "storages smaller than this are never eviction candidates"},
+       "a byte count (\"0\", \"4096\") or a number with a unit B, KB, MB, GB, TB, KiB, MiB, "
+       "GiB, TiB, e.g. \"64KiB\"",
+       [](Options& o, std::string_view v) { return assign(parse_byte_size(v), o.min_evict_bytes); }},
+      {{"DTR_LOG", "warn", "log level of the \"dtr\" spdlog logger"},
+       "trace, debug, info, warn, error, critical, off",
+       [](Options& o, std::string_view v) { return assign(parse_log_level(v), o.log_level); }},
+      {{"DTR_TRACE", "off",
+        "write a Chrome trace-event JSON (ops, evictions, rematerializations, memory) to this "
+        "path, viewable in Perfetto"},
+       "a file path, or \"off\"",
+       [](Options& o, std::string_view v) {
+         o.trace_path = equals_ignore_case(v, "off") ? "" : std::string(v);
+         return absl::OkStatus();
+       }},
+      {{"DTR_VERIFY", "off",
+        "hash each storage when first computed and check every rematerialization against it"},
+       "0/1, true/false, on/off",
+       [](Options& o, std::string_view v) { return assign(parse_bool(v), o.verify); }},
+  }};
+  return rows;
+}
+
+}  // namespace
+
+std::optional<int64_t> MemoryBudget::resolve(int64_t device_bytes) const {
+  switch (kind) {
+    case Kind::kUnlimited: return std::nullopt;
+    case Kind::kBytes: return bytes;
+    case Kind::kFraction:
+      // Rounded to nearest: 0.6 is stored as 0.59999..., and 60% of 1000
+      // bytes should still be 600.
+      return int64_t(std::llround(static_cast<long double>(fraction) *
+                                  static_cast<long double>(std::max<int64_t>(device_bytes, 0))));
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<MemoryBudget> parse_memory_budget(std::string_view text) {
+  constexpr std::string_view kWhat = "memory budget";
+  const std::string_view stripped = strip(text);
+  if (stripped.empty() || equals_ignore_case(stripped, "none") ||
+      equals_ignore_case(stripped, "unlimited")) {
+    return MemoryBudget{};
+  }
+  absl::StatusOr<Size> size = parse_size(text, kWhat, /*allow_percent=*/true);
+  if (!size.ok()) return size.status();
+  if (size->is_percent) {
+    return MemoryBudget{.kind = MemoryBudget::Kind::kFraction, .fraction = size->percent / 100.0};
+  }
+  if (size->bytes == 0) return invalid(kWhat, text, "the budget must be positive");
+  return MemoryBudget{.kind = MemoryBudget::Kind::kBytes, .bytes = size->bytes};
+}
+
+absl::StatusOr<int64_t> parse_byte_size(std::string_view text) {
+  absl::StatusOr<Size> size = parse_size(text, "byte size", /*allow_percent=*/false);
+  if (!size.ok()) return size.status();
+  return size->bytes;
+}
+
+absl::StatusOr<Heuristic> parse_heuristic(std::string_view text) {
+  return parse_name(text, "heuristic", kHeuristics);
+}
+
+std::string_view heuristic_name(Heuristic h) {
+  for (const auto& [name, value] : kHeuristics) {
+    if (value == h) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<SampleMode> parse_sample_mode(std::string_view text) {
+  return parse_name(text, "sample mode", kSampleModes);
+}
+
+std::string_view sample_mode_name(SampleMode m) {
+  for (const auto& [name, value] : kSampleModes) {
+    if (value == m) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::string> parse_log_level(std::string_view text) {
+  std::string lower = lower_stripped(text);
+  if (std::find(kLogLevels.begin(), kLogLevels.end(), lower) == kLogLevels.end()) {
+    return absl::InvalidArgumentError(fmt::format("unknown log level {}", quoted(text)));
+  }
+  return lower;
+}
+
+absl::StatusOr<bool> parse_bool(std::string_view text) {
+  const std::string lower = lower_stripped(text);
+  if (lower == "1" || lower == "true" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "off") return false;
+  return absl::InvalidArgumentError(fmt::format("invalid boolean {}", quoted(text)));
+}
+
+const std::vector<OptionInfo>& option_table() {
+  static const std::vector<OptionInfo> table = [] {
+    std::vector<OptionInfo> t;
+    for (const OptionRow& row : option_rows()) t.push_back(row.info);
+    return t;
+  }();
+  return table;
+}
+
+void set_option(Options& options, std::string_view env_var, std::string_view value) {
+  const auto& rows = option_rows();
+  const auto row = std::find_if(rows.begin(), rows.end(),
+                                [&](const OptionRow& r) { return r.info.env_var == env_var; });
+  if (row == rows.end()) {
+    std::vector<std::string_view> names;
+    for (const OptionRow& r : rows) names.push_back(r.info.env_var);
+    throw ValueError(fmt::format("unknown option {}; known options: {}", quoted(env_var),
+                                 fmt::join(names, ", ")));
+  }
+  const std::string_view stripped = strip(value);
+  const absl::Status status =
+      row->apply(options, stripped.empty() ? row->info.default_value : stripped);
+  if (!status.ok()) {
+    throw ValueError(fmt::format("{}: {}; accepted forms: {}", env_var, status.message(),
+                                 row->accepted));
+  }
+}
+
+Options options_from_env() {
+  Options options;
+  for (const OptionRow& row : option_rows()) {
+    const char* value = std::getenv(std::string(row.info.env_var).c_str());
+    if (value != nullptr) set_option(options, row.info.env_var, value);
+  }
+  return options;
+}
+
+Options& global_options() {
+  // A function-local static: initialised once, thread-safely; if the
+  // environment is malformed the ValueError propagates and the next call
+  // tries again.
+  static Options options = options_from_env();
+  return options;
+}
+
+}  // namespace dtr

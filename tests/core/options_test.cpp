@@ -1,0 +1,394 @@
+#include "core/options.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace dtr {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t KiB = int64_t(1) << 10;
+constexpr int64_t MiB = int64_t(1) << 20;
+constexpr int64_t GiB = int64_t(1) << 30;
+constexpr int64_t TiB = int64_t(1) << 40;
+
+// ---------------------------------------------------------------- DTR_MEMORY_BUDGET
+
+int64_t budget_bytes(std::string_view text) {
+  absl::StatusOr<MemoryBudget> b = parse_memory_budget(text);
+  EXPECT_TRUE(b.ok()) << text << ": " << b.status();
+  if (!b.ok()) return -1;
+  EXPECT_EQ(b->kind, MemoryBudget::Kind::kBytes) << text;
+  return b->bytes;
+}
+
+TEST(MemoryBudget, UnlimitedForms) {
+  for (const char* text : {"", "   ", "none", "None", "NONE", "unlimited", "Unlimited", " none "}) {
+    absl::StatusOr<MemoryBudget> b = parse_memory_budget(text);
+    ASSERT_TRUE(b.ok()) << '"' << text << "\": " << b.status();
+    EXPECT_EQ(b->kind, MemoryBudget::Kind::kUnlimited) << text;
+    EXPECT_EQ(b->resolve(16 * GiB), std::nullopt);
+  }
+}
+
+TEST(MemoryBudget, PlainByteCounts) {
+  EXPECT_EQ(budget_bytes("1073741824"), GiB);
+  EXPECT_EQ(budget_bytes("1"), 1);
+  EXPECT_EQ(budget_bytes("+4096"), 4096);
+  EXPECT_EQ(budget_bytes("  4096  "), 4096);
+  EXPECT_EQ(budget_bytes("0004096"), 4096);
+  EXPECT_EQ(budget_bytes("4096.0"), 4096);
+  EXPECT_EQ(budget_bytes("9223372036854775807"), INT64_MAX);
+}
+
+TEST(MemoryBudget, DecimalUnits) {
+  EXPECT_EQ(budget_bytes("800MB"), 800'000'000);
+  EXPECT_EQ(budget_bytes("1B"), 1);
+  EXPECT_EQ(budget_bytes("2KB"), 2'000);
+  EXPECT_EQ(budget_bytes("1.5GB"), 1'500'000'000);
+  EXPECT_EQ(budget_bytes("3TB"), 3'000'000'000'000);
+  // Exact decimal arithmetic: 0.3 * 1e9 is not 299999999.
+  EXPECT_EQ(budget_bytes("0.3GB"), 300'000'000);
+  EXPECT_EQ(budget_bytes(".5KB"), 500);
+  EXPECT_EQ(budget_bytes("5.KB"), 5'000);
+}
+
+TEST(MemoryBudget, BinaryUnits) {
+  EXPECT_EQ(budget_bytes("1.5GiB"), GiB + GiB / 2);
+  EXPECT_EQ(budget_bytes("512MiB"), 512 * MiB);
+  EXPECT_EQ(budget_bytes("64KiB"), 64 * KiB);
+  EXPECT_EQ(budget_bytes("2TiB"), 2 * TiB);
+  // Fractions of a byte round down.
+  EXPECT_EQ(budget_bytes("1.1KiB"), 1126);
+  EXPECT_EQ(budget_bytes("0.001KiB"), 1);
+}
+
+TEST(MemoryBudget, UnitsAreCaseInsensitiveAndMaySeparate) {
+  EXPECT_EQ(budget_bytes("512 MiB"), 512 * MiB);
+  EXPECT_EQ(budget_bytes("512\tMiB"), 512 * MiB);
+  EXPECT_EQ(budget_bytes("512mib"), 512 * MiB);
+  EXPECT_EQ(budget_bytes("512MIB"), 512 * MiB);
+  EXPECT_EQ(budget_bytes("800mb"), 800'000'000);
+  EXPECT_EQ(budget_bytes("800 Mb"), 800'000'000);
+  EXPECT_EQ(budget_bytes("10 b"), 10);
+}
+
+TEST(MemoryBudget, Percentages) {
+  absl::StatusOr<MemoryBudget> b = parse_memory_budget("60%");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->kind, MemoryBudget::Kind::kFraction);
+  EXPECT_DOUBLE_EQ(b->fraction, 0.6);
+  EXPECT_EQ(b->resolve(1000), 600);
+  EXPECT_EQ(b->resolve(10 * GiB), int64_t(6 * GiB));
+
+  b = parse_memory_budget("100%");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_DOUBLE_EQ(b->fraction, 1.0);
+  EXPECT_EQ(b->resolve(12345), 12345);
+
+  b = parse_memory_budget(" 12.5 % ");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_DOUBLE_EQ(b->fraction, 0.125);
+  EXPECT_EQ(b->resolve(800), 100);
+
+  b = parse_memory_budget("0.001%");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->resolve(100'000), 1);
+}
+
+TEST(MemoryBudget, ResolveBytesIgnoresDeviceSize) {
+  absl::StatusOr<MemoryBudget> b = parse_memory_budget("1GiB");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->resolve(0), GiB);
+  EXPECT_EQ(b->resolve(100 * GiB), GiB);
+}
+
+struct BadBudget {
+  const char* text;
+  const char* reason;  // a piece of the expected message
+};
+
+class MemoryBudgetRejects : public ::testing::TestWithParam<BadBudget> {};
+
+TEST_P(MemoryBudgetRejects, WithMessageNamingTheValue) {
+  const BadBudget& bad = GetParam();
+  absl::StatusOr<MemoryBudget> b = parse_memory_budget(bad.text);
+  ASSERT_FALSE(b.ok()) << '"' << bad.text << "\" was accepted";
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(b.status().message());
+  EXPECT_THAT(message, HasSubstr("memory budget"));
+  EXPECT_THAT(message, HasSubstr(std::string("\"") + bad.text + "\""));
+  EXPECT_THAT(message, HasSubstr(bad.reason));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadForms, MemoryBudgetRejects,
+    ::testing::Values(
+        BadBudget{"-1", "negative"}, BadBudget{"-1GiB", "negative"},
+        BadBudget{"-50%", "negative"}, BadBudget{"0", "positive"},
+        BadBudget{"0GiB", "positive"}, BadBudget{"0.0MB", "positive"},
+        BadBudget{"0.0000001KB", "positive"}, BadBudget{"nan", "expected a number"},
+        BadBudget{"NaN", "expected a number"}, BadBudget{"inf", "expected a number"},
+        BadBudget{"-inf", "expected a number"}, BadBudget{"infinity", "expected a number"},
+        BadBudget{"GiB", "expected a number"}, BadBudget{"abc", "expected a number"},
+        BadBudget{".", "expected a number"}, BadBudget{"-", "expected a number"},
+        BadBudget{"%", "expected a number"}, BadBudget{"1.2.3", "unknown unit"},
+        BadBudget{"1e9", "unknown unit"}, BadBudget{"0x100", "unknown unit"},
+        BadBudget{"1.5XB", "unknown unit"}, BadBudget{"1.5PB", "unknown unit"},
+        BadBudget{"1.5PiB", "unknown unit"}, BadBudget{"10 bits", "unknown unit"},
+        BadBudget{"1.5GiBs", "unknown unit"}, BadBudget{"1.5GiB extra", "unknown unit"},
+        BadBudget{"1GiB 2GiB", "unknown unit"}, BadBudget{"1,024", "unknown unit"},
+        BadBudget{"1.5", "whole number"}, BadBudget{"1.5B", "whole number"},
+        BadBudget{"0%", "(0, 100]"}, BadBudget{"0.0%", "(0, 100]"},
+        BadBudget{"100.01%", "(0, 100]"}, BadBudget{"150%", "(0, 100]"},
+        BadBudget{"60%%", "unknown unit"}, BadBudget{"60% of it", "unknown unit"},
+        BadBudget{"9223372036854775808", "too large"},
+        BadBudget{"99999999999999999999999", "too large"},
+        BadBudget{"8388608TiB", "too large"}, BadBudget{"9223372036854775.808KB", "too large"},
+        BadBudget{"nonee", "expected a number"}));
+
+// ---------------------------------------------------------------- DTR_MIN_EVICT_BYTES
+
+TEST(ByteSize, AcceptsZeroAndUnits) {
+  EXPECT_EQ(parse_byte_size("0").value(), 0);
+  EXPECT_EQ(parse_byte_size("0KiB").value(), 0);
+  EXPECT_EQ(parse_byte_size("4096").value(), 4096);
+  EXPECT_EQ(parse_byte_size("64KiB").value(), 64 * KiB);
+  EXPECT_EQ(parse_byte_size("1 mb").value(), 1'000'000);
+}
+
+TEST(ByteSize, Rejects) {
+  for (const char* text : {"", "none", "unlimited", "10%", "-1", "1.5", "12 parsecs", "nan",
+                           "1e6", "9223372036854775808"}) {
+    absl::StatusOr<int64_t> size = parse_byte_size(text);
+    ASSERT_FALSE(size.ok()) << '"' << text << "\" was accepted";
+    EXPECT_THAT(std::string(size.status().message()),
+                HasSubstr(std::string("\"") + text + "\""));
+  }
+  EXPECT_THAT(std::string(parse_byte_size("10%").status().message()),
+              HasSubstr("percentage is not allowed"));
+}
+
+// ---------------------------------------------------------------- names
+
+TEST(Heuristic, EveryNameRoundTrips) {
+  for (const Heuristic h : {Heuristic::kDtrEq, Heuristic::kDtr, Heuristic::kDtrLocal,
+                            Heuristic::kLru, Heuristic::kSize, Heuristic::kMsps}) {
+    absl::StatusOr<Heuristic> parsed = parse_heuristic(heuristic_name(h));
+    ASSERT_TRUE(parsed.ok()) << heuristic_name(h);
+    EXPECT_EQ(*parsed, h);
+  }
+  EXPECT_EQ(parse_heuristic("dtr_eq").value(), Heuristic::kDtrEq);
+  EXPECT_EQ(parse_heuristic(" LRU ").value(), Heuristic::kLru);
+  EXPECT_EQ(parse_heuristic("msps").value(), Heuristic::kMsps);
+}
+
+TEST(Heuristic, RejectsUnknown) {
+  for (const char* text : {"", "dtr-eq", "dtreq", "random", "lru2"}) {
+    absl::StatusOr<Heuristic> parsed = parse_heuristic(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_THAT(std::string(parsed.status().message()),
+                HasSubstr(std::string("\"") + text + "\""));
+  }
+}
+
+TEST(SampleMode, Parses) {
+  EXPECT_EQ(parse_sample_mode("all").value(), SampleMode::kAll);
+  EXPECT_EQ(parse_sample_mode("SQRT").value(), SampleMode::kSqrt);
+  EXPECT_EQ(sample_mode_name(SampleMode::kSqrt), "sqrt");
+  EXPECT_FALSE(parse_sample_mode("half").ok());
+  EXPECT_FALSE(parse_sample_mode("").ok());
+}
+
+TEST(LogLevel, Parses) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    EXPECT_EQ(parse_log_level(level).value(), level);
+  }
+  EXPECT_EQ(parse_log_level(" WARN ").value(), "warn");
+  for (const char* bad : {"", "warning", "verbose", "err", "5"}) {
+    EXPECT_FALSE(parse_log_level(bad).ok()) << bad;
+  }
+}
+
+TEST(Bool, Parses) {
+  for (const char* yes : {"1", "true", "TRUE", "on", "On", " 1 "}) {
+    EXPECT_TRUE(parse_bool(yes).value()) << yes;
+  }
+  for (const char* no : {"0", "false", "False", "off", "OFF"}) {
+    EXPECT_FALSE(parse_bool(no).value()) << no;
+  }
+  for (const char* bad : {"", "yes", "no", "2", "-1", "truee", "enabled"}) {
+    EXPECT_FALSE(parse_bool(bad).ok()) << bad;
+  }
+}
+
+// ---------------------------------------------------------------- the table
+
+TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
+  const std::vector<std::string_view> expected = {
+      "DTR_MEMORY_BUDGET", "DTR_HEURISTIC", "DTR_SAMPLE", "DTR_MIN_EVICT_BYTES",
+      "DTR_LOG",           "DTR_TRACE",     "DTR_VERIFY"};
+  std::vector<std::string_view> names;
+  for (const OptionInfo& row : option_table()) {
+    names.push_back(row.env_var);
+    EXPECT_FALSE(row.doc.empty()) << row.env_var;
+    EXPECT_FALSE(row.default_value.empty()) << row.env_var;
+  }
+  EXPECT_EQ(names, expected);
+
+  // Setting each option to its documented default gives Options{}.
+  Options options;
+  options.heuristic = Heuristic::kLru;
+  options.sample = SampleMode::kSqrt;
+  options.min_evict_bytes = 7;
+  options.log_level = "off";
+  options.trace_path = "x.json";
+  options.verify = true;
+  options.memory_budget.kind = MemoryBudget::Kind::kBytes;
+  for (const OptionInfo& row : option_table()) set_option(options, row.env_var, row.default_value);
+  const Options defaults;
+  EXPECT_EQ(options.memory_budget.kind, defaults.memory_budget.kind);
+  EXPECT_EQ(options.heuristic, defaults.heuristic);
+  EXPECT_EQ(options.sample, defaults.sample);
+  EXPECT_EQ(options.min_evict_bytes, defaults.min_evict_bytes);
+  EXPECT_EQ(options.log_level, defaults.log_level);
+  EXPECT_EQ(options.trace_path, defaults.trace_path);
+  EXPECT_EQ(options.verify, defaults.verify);
+}
+
+TEST(SetOption, SetsAndResets) {
+  Options options;
+  set_option(options, "DTR_MEMORY_BUDGET", "2GiB");
+  EXPECT_EQ(options.memory_budget.kind, MemoryBudget::Kind::kBytes);
+  EXPECT_EQ(options.memory_budget.bytes, 2 * GiB);
+  set_option(options, "DTR_MEMORY_BUDGET", "");
+  EXPECT_EQ(options.memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  set_option(options, "DTR_TRACE", "/tmp/trace.json");
+  EXPECT_EQ(options.trace_path, "/tmp/trace.json");
+  set_option(options, "DTR_TRACE", "off");
+  EXPECT_EQ(options.trace_path, "");
+}
+
+TEST(SetOption, UnknownVariable) {
+  Options options;
+  try {
+    set_option(options, "DTR_BUDGET", "1GiB");
+    FAIL() << "no throw";
+  } catch (const ValueError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("DTR_BUDGET"));
+    EXPECT_THAT(e.what(), HasSubstr("DTR_MEMORY_BUDGET"));
+  }
+}
+
+// ---------------------------------------------------------------- from the environment
+
+/// Clears every DTR_* option variable for the test and restores it after.
+class EnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const OptionInfo& row : option_table()) {
+      const std::string name(row.env_var);
+      if (const char* v = std::getenv(name.c_str())) saved_.emplace_back(name, v);
+      unsetenv(name.c_str());
+    }
+  }
+  void TearDown() override {
+    for (const OptionInfo& row : option_table()) unsetenv(std::string(row.env_var).c_str());
+    for (const auto& [name, value] : saved_) setenv(name.c_str(), value.c_str(), 1);
+  }
+  static void set(const char* name, const char* value) { setenv(name, value, 1); }
+
+  /// options_from_env() must throw a ValueError naming the variable, the value
+  /// and the accepted forms (`accepted` is a piece of them).
+  static void expect_rejected(const char* name, const char* value, const char* accepted) {
+    set(name, value);
+    try {
+      options_from_env();
+      ADD_FAILURE() << name << "=\"" << value << "\" was accepted";
+    } catch (const ValueError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(name));
+      EXPECT_THAT(e.what(), HasSubstr(std::string("\"") + value + "\""));
+      EXPECT_THAT(e.what(), HasSubstr("accepted forms"));
+      EXPECT_THAT(e.what(), HasSubstr(accepted));
+    }
+    unsetenv(name);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+TEST_F(EnvTest, DefaultsWhenUnset) {
+  const Options o = options_from_env();
+  EXPECT_EQ(o.memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  EXPECT_EQ(o.heuristic, Heuristic::kDtrEq);
+  EXPECT_EQ(o.sample, SampleMode::kAll);
+  EXPECT_EQ(o.min_evict_bytes, 0);
+  EXPECT_EQ(o.log_level, "warn");
+  EXPECT_EQ(o.trace_path, "");
+  EXPECT_FALSE(o.verify);
+}
+
+TEST_F(EnvTest, ReadsEveryVariable) {
+  set("DTR_MEMORY_BUDGET", "1.5GiB");
+  set("DTR_HEURISTIC", "msps");
+  set("DTR_SAMPLE", "sqrt");
+  set("DTR_MIN_EVICT_BYTES", "4KiB");
+  set("DTR_LOG", "debug");
+  set("DTR_TRACE", "/tmp/dtr_trace.json");
+  set("DTR_VERIFY", "on");
+  const Options o = options_from_env();
+  EXPECT_EQ(o.memory_budget.kind, MemoryBudget::Kind::kBytes);
+  EXPECT_EQ(o.memory_budget.bytes, GiB + GiB / 2);
+  EXPECT_EQ(o.heuristic, Heuristic::kMsps);
+  EXPECT_EQ(o.sample, SampleMode::kSqrt);
+  EXPECT_EQ(o.min_evict_bytes, 4 * KiB);
+  EXPECT_EQ(o.log_level, "debug");
+  EXPECT_EQ(o.trace_path, "/tmp/dtr_trace.json");
+  EXPECT_TRUE(o.verify);
+}
+
+TEST_F(EnvTest, BudgetForms) {
+  set("DTR_MEMORY_BUDGET", "60%");
+  EXPECT_EQ(options_from_env().memory_budget.kind, MemoryBudget::Kind::kFraction);
+  set("DTR_MEMORY_BUDGET", "none");
+  EXPECT_EQ(options_from_env().memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  set("DTR_MEMORY_BUDGET", "");
+  EXPECT_EQ(options_from_env().memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  set("DTR_MEMORY_BUDGET", "1073741824");
+  EXPECT_EQ(options_from_env().memory_budget.bytes, GiB);
+}
+
+TEST_F(EnvTest, BadValuesNameVariableValueAndAcceptedForms) {
+  for (const char* bad : {"-1GiB", "0", "nan", "inf", "1.5XB", "1.5GiB!", "150%", "0%",
+                          "9223372036854775808", "lots"}) {
+    expect_rejected("DTR_MEMORY_BUDGET", bad, "\"1.5GiB\"");
+  }
+  expect_rejected("DTR_HEURISTIC", "random", "dtr_eq, dtr, dtr_local, lru, size, msps");
+  expect_rejected("DTR_SAMPLE", "half", "all, sqrt");
+  expect_rejected("DTR_MIN_EVICT_BYTES", "10%", "64KiB");
+  expect_rejected("DTR_MIN_EVICT_BYTES", "-5", "64KiB");
+  expect_rejected("DTR_LOG", "loud", "trace, debug, info, warn, error, critical, off");
+  expect_rejected("DTR_VERIFY", "yes", "0/1, true/false, on/off");
+}
+
+TEST_F(EnvTest, MessageForAStrayUnit) {
+  set("DTR_MEMORY_BUDGET", "2 gigs");
+  try {
+    options_from_env();
+    FAIL() << "no throw";
+  } catch (const ValueError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("DTR_MEMORY_BUDGET"));
+    EXPECT_THAT(e.what(), HasSubstr("\"2 gigs\""));
+    EXPECT_THAT(e.what(), HasSubstr("unknown unit \"gigs\""));
+  }
+}
+
+}  // namespace
+}  // namespace dtr

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Developer entry point.
+#   ./dtr.sh setup   install missing system packages (Debian/Ubuntu, apt)
+#   ./dtr.sh build   configure and build Release in build/
+#   ./dtr.sh test    setup, build, run the test suite; then the same suite
+#                    under AddressSanitizer + UBSan in build-asan/
+#   ./dtr.sh run     setup, build, run the main job (examples/)
+#   ./dtr.sh bench   setup, build, run every benchmark in build/benchmarks/
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+PACKAGES=(
+  cmake g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
+  libopenblas-dev zlib1g-dev python3 fortunes dataset-fashion-mnist
+)
+
+log() { printf '== %s\n' "$*" >&2; }
+
+setup() {
+  local missing=()
+  for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg -s "$pkg" >/dev/null 2>&1; then missing+=("$pkg"); fi
+  done
+  if ((${#missing[@]} == 0)); then
+    return 0
+  fi
+  log "installing: ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+  "${sudo[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# configure_and_build DIR [cmake args...]
+configure_and_build() {
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake --build "$dir" -j"$JOBS"
+}
+
+build() {
+  log "build (Release) in build/"
+  configure_and_build build
+}
+
+run_tests() {
+  local dir=$1
+  ctest --test-dir "$dir" --output-on-failure -j"$JOBS"
+}
+
+test_all() {
+  setup
+  build
+  log "tests (Release)"
+  run_tests build
+  log "build with DTR_SANITIZE=ON in build-asan/"
+  configure_and_build build-asan -DDTR_SANITIZE=ON -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF
+  log "tests (AddressSanitizer + UBSan)"
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    run_tests build-asan
+}
+
+run_main() {
+  setup
+  build
+  local job
+  for job in build/examples/train_gpt build/examples/train_mlp; do
+    if [[ -x $job ]]; then
+      log "running $job $*"
+      exec "$job" "$@"
+    fi
+  done
+  echo "dtr.sh run: no main job built yet (expected build/examples/train_gpt or train_mlp)" >&2
+  exit 1
+}
+
+bench() {
+  setup
+  build
+  local found=0 b
+  for b in build/benchmarks/*; do
+    [[ -f $b && -x $b ]] || continue
+    found=1
+    log "$b"
+    "$b" "$@"
+  done
+  if ((found == 0)); then echo "dtr.sh bench: no benchmarks built" >&2; fi
+}
+
+usage() {
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+cmd=${1:-}
+if [[ $# -gt 0 ]]; then shift; fi
+case $cmd in
+  setup) setup ;;
+  build) build ;;
+  test) test_all ;;
+  run) run_main "$@" ;;
+  bench) bench "$@" ;;
+  -h | --help | help) usage ;;
+  *)
+    usage >&2
+    exit 2
+    ;;
+esac

@@ -81,9 +81,7 @@ absl::StatusOr<Size> parse_size(std::string_view original, std::string_view what
   while (i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
   const std::string_view int_digits = text.substr(int_begin, i - int_begin);
   std::string_view frac_digits;
-  bool has_point = false;
   if (i < text.size() && text[i] == '.') {
-    has_point = true;
     const size_t frac_begin = ++i;
     while (i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
     frac_digits = text.substr(frac_begin, i - frac_begin);
@@ -118,7 +116,7 @@ absl::StatusOr<Size> parse_size(std::string_view original, std::string_view what
     }
     multiplier = it->multiplier;
   }
-  if (multiplier == 1 && has_point &&
+  if (multiplier == 1 &&
       !std::all_of(frac_digits.begin(), frac_digits.end(), [](char c) { return c == '0'; })) {
     return invalid(what, original, "a byte count must be a whole number");
   }

@@ -65,6 +65,8 @@ class Storage {
   /// Constants (no replayable producer) are never evicted.
   bool pinned = false;
   ResidencyTracker* tracker = nullptr;
+  /// Hash of the bytes when first computed (DTR_VERIFY); 0 = none.
+  uint64_t verify_hash = 0;
   /// Lineage nodes that read this storage (Note [mutation] needs them).
   std::vector<std::weak_ptr<remat::Node>> consumers;
 

@@ -20,6 +20,25 @@ void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 
 namespace autograd {
 
+Node::~Node() {
+  static thread_local std::vector<std::shared_ptr<Node>>* pending = nullptr;
+  if (pending != nullptr) {
+    for (auto& e : next)
+      if (e.node) pending->push_back(std::move(e.node));
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> work;
+  for (auto& e : next)
+    if (e.node) work.push_back(std::move(e.node));
+  pending = &work;
+  while (!work.empty()) {
+    std::shared_ptr<Node> n = std::move(work.back());
+    work.pop_back();
+    n.reset();
+  }
+  pending = nullptr;
+}
+
 std::string Node::name() const {
   if (op == nullptr) return "AccumulateGrad";
   std::string n;

@@ -75,6 +75,11 @@ struct Edge {
 /// A node of the backward graph: an op application, or the accumulator of a
 /// leaf's gradient.
 struct Node {
+  Node() = default;
+  /// Iterative: a 100,000-node graph is freed without deep recursion.
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   const OpDef* op = nullptr;  // null for a gradient accumulator
   Attrs attrs;
   std::vector<SavedTensor> saved_inputs;

@@ -4,6 +4,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/options.h"
+#include "remat/policy.h"
 
 namespace dtr::remat {
 
@@ -29,7 +33,26 @@ int64_t device_memory_bytes(DeviceType) {
 }  // namespace
 
 Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
-Node::~Node() { g_live_nodes.fetch_sub(1, std::memory_order_relaxed); }
+// Dropping the last handle on a long lineage chain would destroy storage →
+// producer node → input storage → ... recursively; a 100,000-op chain would
+// overflow the stack. The outermost destructor drains a worklist instead.
+Node::~Node() {
+  g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+  static thread_local std::vector<std::shared_ptr<Storage>>* pending = nullptr;
+  if (pending != nullptr) {
+    for (auto& in : inputs) pending->push_back(std::move(in));
+    return;
+  }
+  std::vector<std::shared_ptr<Storage>> work(std::make_move_iterator(inputs.begin()),
+                                             std::make_move_iterator(inputs.end()));
+  pending = &work;
+  while (!work.empty()) {
+    std::shared_ptr<Storage> s = std::move(work.back());
+    work.pop_back();
+    s.reset();  // may run nested ~Node, which appends to `work`
+  }
+  pending = nullptr;
+}
 int64_t live_node_count() { return g_live_nodes.load(std::memory_order_relaxed); }
 
 struct Runtime::Impl {
@@ -43,6 +66,31 @@ struct Runtime::Impl {
   /// Every storage whose bytes this runtime accounts for.
   absl::flat_hash_set<Storage*> tracked;
   std::array<CopyFn, kNumDeviceTypes> copy_fns{};
+  Heuristic heuristic = Heuristic::kDtrEq;
+  std::unique_ptr<EvictionPolicy> policy = make_policy(Heuristic::kDtrEq);
+  SampleMode sample = SampleMode::kAll;
+  int64_t min_evict_bytes = 0;
+  uint64_t sample_state = 0x9E3779B97F4A7C15ull;  // fixed: decisions reproduce run to run
+  bool verify = false;
+  // Chrome trace events (DTR_TRACE), buffered until flush.
+  std::string trace_path;
+  std::string trace;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  double now_us() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  void trace_event(std::string_view json) {
+    if (trace_path.empty()) return;
+    if (!trace.empty()) trace += ",\n";
+    trace += json;
+  }
+  void trace_counter() {
+    if (trace_path.empty()) return;
+    trace_event(fmt::format(
+        R"({{"name":"memory","ph":"C","ts":{:.3f},"pid":1,"tid":1,"args":{{"resident_bytes":{},"budget_bytes":{}}}}})",
+        now_us(), stats.resident_bytes, budget.value_or(0)));
+  }
 
   static bool replayable(const Storage& s) {
     return !s.pinned && s.producer != nullptr && s.producer->replayable;
@@ -74,25 +122,69 @@ struct Runtime::Impl {
     }
   }
 
-  // Note [scores]: h_DTR = cost / (bytes * staleness).
-  double score(const Storage& s) const {
-    const double staleness = double(clock - s.last_access + 1);
-    const double cost = s.producer->cost_seconds + 1e-12;
-    return cost / (double(std::max<int64_t>(s.nbytes(), 1)) * staleness);
+  bool candidate(const Storage& s) const {
+    return s.lock_count == 0 && s.nbytes() >= min_evict_bytes;
   }
 
-  Storage* choose_victim() const {
+  // Note [scores]: the policy's score; the lowest is evicted.
+  Storage* choose_victim() {
     Storage* best = nullptr;
     double best_score = 0;
-    for (Storage* s : pool) {
-      if (s->lock_count > 0) continue;
-      const double sc = score(*s);
+    auto consider = [&](Storage* s) {
+      if (!candidate(*s)) return;
+      const double sc = policy->score(*s, clock);
       if (best == nullptr || sc < best_score) {
         best = s;
         best_score = sc;
       }
+    };
+    const size_t n = pool.size();
+    if (sample == SampleMode::kSqrt && n > 64) {
+      const auto k = size_t(std::ceil(std::sqrt(double(n))));
+      for (size_t i = 0; i < k; ++i) {
+        sample_state ^= sample_state << 13;
+        sample_state ^= sample_state >> 7;
+        sample_state ^= sample_state << 17;
+        consider(pool[size_t(sample_state % n)]);
+      }
+    }
+    if (best == nullptr) {  // exhaustive (kAll, a small pool, or an unlucky sample)
+      for (Storage* s : pool) consider(s);
     }
     return best;
+  }
+
+  void evict(Storage& s) {
+    free_bytes(s);
+    policy->on_evict(s);
+    ++stats.evictions;
+    if (!trace_path.empty()) {
+      trace_event(fmt::format(
+          R"({{"name":"evict","cat":"remat","ph":"i","s":"t","ts":{:.3f},"pid":1,"tid":1,"args":{{"bytes":{},"op":"{}"}}}})",
+          now_us(), s.nbytes(), s.producer ? s.producer->op_name : "?"));
+      trace_counter();
+    }
+  }
+
+  static uint64_t hash_bytes(const Storage& s) {
+    // FNV-1a over the bytes (CPU-visible storages only).
+    uint64_t h = 1469598103934665603ull;
+    const auto* p = static_cast<const unsigned char*>(s.data());
+    for (int64_t i = 0; i < s.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h | 1;  // never 0 (0 = no hash)
+  }
+
+  [[noreturn]] void verify_failed(const Storage& s) const {
+    std::string trail;
+    const Node* n = s.producer.get();
+    for (int depth = 0; n != nullptr && depth < 16; ++depth) {
+      trail += fmt::format("\n    {}{}", std::string(size_t(depth) * 2, ' '), n->op_name);
+      n = n->inputs.empty() || !n->inputs[0]->producer ? nullptr : n->inputs[0]->producer.get();
+    }
+    throw InternalError(fmt::format(
+        "DTR_VERIFY: rematerialized storage of {} bytes differs from its first computation "
+        "(replay is not bitwise equal); op trail (producer first):{}\nplease report",
+        s.nbytes(), trail));
   }
 
   [[noreturn]] void throw_oom(int64_t request) const {
@@ -128,8 +220,7 @@ struct Runtime::Impl {
     while (stats.resident_bytes + request > *budget) {
       Storage* victim = choose_victim();
       if (victim == nullptr) throw_oom(request);
-      free_bytes(*victim);
-      ++stats.evictions;
+      evict(*victim);
     }
   }
 
@@ -257,6 +348,13 @@ struct Runtime::Impl {
       stats.recompute_seconds_estimated += node.cost_seconds;
       ++stats.recomputed_ops;
       stats.rematerializations += restored;
+      if (!trace_path.empty()) {
+        trace_event(fmt::format(
+            R"({{"name":"rematerialize {}","cat":"remat","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":1,"tid":1,"args":{{"outputs":{}}}}})",
+            node.op_name, std::chrono::duration<double, std::micro>(t0 - this->t0).count(),
+            std::chrono::duration<double, std::micro>(t1 - t0).count(), restored));
+        trace_counter();
+      }
     } catch (...) {
       for (Storage* o : outs) --o->lock_count;
       for (auto& t : scratch) free_bytes(*t);
@@ -266,7 +364,12 @@ struct Runtime::Impl {
       --o->lock_count;
       o->last_access = clock;
     }
-    for (auto& o : keep) pool_add(*o);
+    for (auto& o : keep) {
+      if (verify && o->verify_hash != 0 && o->device().is_cpu() && hash_bytes(*o) != o->verify_hash)
+        verify_failed(*o);
+      policy->on_rematerialize(*o);
+      pool_add(*o);
+    }
     for (auto& t : scratch) free_bytes(*t);
   }
 
@@ -280,7 +383,16 @@ struct Runtime::Impl {
 Runtime& Runtime::global() {
   static Runtime* rt = [] {
     auto* r = new Runtime();  // never destroyed: storages may outlive static destruction
-    r->set_memory_budget(global_options().memory_budget.resolve(device_memory_bytes(kCPU)));
+    const Options& o = global_options();
+    r->set_memory_budget(o.memory_budget.resolve(device_memory_bytes(kCPU)));
+    r->set_heuristic(o.heuristic);
+    r->set_sample_mode(o.sample);
+    r->set_min_evict_bytes(o.min_evict_bytes);
+    r->set_verify(o.verify);
+    if (!o.trace_path.empty()) {
+      r->set_trace_path(o.trace_path);
+      std::atexit([] { Runtime::global().flush_trace(); });
+    }
     return r;
   }();
   return *rt;
@@ -339,8 +451,9 @@ void Runtime::release(std::span<Storage* const> storages) {
   for (Storage* s : storages) {
     --s->lock_count;
     s->last_access = impl_->clock;
-    if (s->lock_count == 0 && s->handle_count.load() == 0 && Impl::replayable(*s)) {
+    if (s->lock_count == 0 && s->handle_count.load() == 0 && Impl::replayable(*s) && s->resident()) {
       impl_->free_bytes(*s);
+      impl_->policy->on_evict(*s);
       ++impl_->stats.eager_frees;
     }
   }
@@ -358,10 +471,17 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
   for (const auto& w : node->outputs) {
     std::shared_ptr<Storage> o = w.lock();
     if (!o) continue;
+    if (impl_->verify && o->resident() && o->device().is_cpu()) o->verify_hash = Impl::hash_bytes(*o);
     o->producer = node;
     o->last_access = impl_->clock;
     if (!node->replayable) o->pinned = true;
     impl_->pool_add(*o);
+  }
+  if (!impl_->trace_path.empty()) {
+    impl_->trace_event(fmt::format(
+        R"({{"name":"{}","cat":"op","ph":"i","s":"t","ts":{:.3f},"pid":1,"tid":1,"args":{{"tick":{}}}}})",
+        node->op_name, impl_->now_us(), impl_->clock));
+    impl_->trace_counter();
   }
   for (const auto& in : node->inputs) {
     auto& c = in->consumers;
@@ -419,6 +539,7 @@ void Runtime::on_last_handle(Storage& s) {
   std::lock_guard lock(impl_->mu);
   if (s.resident() && s.lock_count == 0 && Impl::replayable(s)) {
     impl_->free_bytes(s);
+    impl_->policy->on_evict(s);
     ++impl_->stats.eager_frees;
   }
 }
@@ -426,6 +547,56 @@ void Runtime::on_last_handle(Storage& s) {
 void Runtime::set_copy_fn(DeviceType device, CopyFn fn) {
   std::lock_guard lock(impl_->mu);
   impl_->copy_fns[size_t(device)] = fn;
+}
+
+void Runtime::set_heuristic(Heuristic h) {
+  std::lock_guard lock(impl_->mu);
+  impl_->heuristic = h;
+  impl_->policy = make_policy(h);
+  // Re-seat the classes of what is already evicted.
+  for (Storage* s : impl_->tracked)
+    if (!s->resident() && s->producer && s->producer->replayable) impl_->policy->on_evict(*s);
+}
+
+Heuristic Runtime::heuristic() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->heuristic;
+}
+
+void Runtime::set_sample_mode(SampleMode m) {
+  std::lock_guard lock(impl_->mu);
+  impl_->sample = m;
+}
+
+void Runtime::set_min_evict_bytes(int64_t bytes) {
+  DTR_CHECK(bytes >= 0, ValueError, "set_min_evict_bytes: expected >= 0 bytes, got {}", bytes);
+  std::lock_guard lock(impl_->mu);
+  impl_->min_evict_bytes = bytes;
+}
+
+void Runtime::set_verify(bool on) {
+  std::lock_guard lock(impl_->mu);
+  impl_->verify = on;
+}
+
+void Runtime::set_trace_path(const std::string& path) {
+  std::lock_guard lock(impl_->mu);
+  impl_->trace_path = path;
+  impl_->trace.clear();
+}
+
+void Runtime::flush_trace() {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->trace_path.empty()) return;
+  std::FILE* f = std::fopen(impl_->trace_path.c_str(), "w");
+  if (f == nullptr) {
+    logger().error("DTR_TRACE: cannot open '{}' for writing", impl_->trace_path);
+    return;
+  }
+  std::fputs("{\"traceEvents\":[\n", f);
+  std::fputs(impl_->trace.c_str(), f);
+  std::fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
+  std::fclose(f);
 }
 
 int64_t Runtime::clock() const {
@@ -452,6 +623,7 @@ void Runtime::reset_stats() {
 
 void Runtime::on_storage_destroyed(Storage& s) {
   std::lock_guard lock(impl_->mu);
+  impl_->policy->on_destroy(s);
   impl_->tracked.erase(&s);
   impl_->free_bytes(s);
   s.tracker = nullptr;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/options.h"
 #include "core/storage.h"
 #include "remat/lineage.h"
 
@@ -73,6 +74,21 @@ class Runtime final : public ResidencyTracker {
   /// start-up for each backend).
   using CopyFn = void (*)(void* dst, const void* src, size_t nbytes);
   void set_copy_fn(DeviceType device, CopyFn fn);
+
+  // ---- policy ------------------------------------------------------------
+  void set_heuristic(Heuristic h);
+  Heuristic heuristic() const;
+  /// kAll examines every candidate; kSqrt a deterministic sample of √n.
+  void set_sample_mode(SampleMode m);
+  /// Storages smaller than this are never eviction candidates.
+  void set_min_evict_bytes(int64_t bytes);
+  /// DTR_VERIFY: hash each storage when first computed and check every
+  /// rematerialization against it (InternalError with the op trail on mismatch).
+  void set_verify(bool on);
+  /// DTR_TRACE: write Chrome trace events to `path` ("" = off). The file is
+  /// (re)written by flush_trace() and at exit.
+  void set_trace_path(const std::string& path);
+  void flush_trace();
 
   /// Logical clock: one tick per op.
   int64_t clock() const;

@@ -20,7 +20,10 @@ using Strides = absl::InlinedVector<int64_t, 6>;
 class IntList {
  public:
   constexpr IntList() = default;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
   constexpr IntList(std::initializer_list<int64_t> l) : data_(l.begin()), size_(l.size()) {}  // NOLINT
+#pragma GCC diagnostic pop
   IntList(const Shape& s) : data_(s.data()), size_(s.size()) {}                  // NOLINT
   IntList(const std::vector<int64_t>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   constexpr IntList(std::span<const int64_t> s) : data_(s.data()), size_(s.size()) {}  // NOLINT

@@ -210,8 +210,10 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     out_storages.push_back(self.storage().get());
   } else {
     // 4. Allocate outputs through the budget (evicting as needed).
+    const bool lineage = rt.lineage_enabled();
     for (auto& m : out_metas) {
       auto s = std::make_shared<Storage>(m.numel() * itemsize(m.dtype), device);
+      s->pinned = !lineage;
       rt.allocate(*s);  // locked until step 6
       out_storages.push_back(s.get());
       outs.emplace_back(std::make_shared<TensorImpl>(std::move(s), m));
@@ -251,7 +253,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
         }
       }
     }
-  } else {
+  } else if (rt.lineage_enabled()) {
     node = std::make_shared<remat::Node>();
     for (const Tensor& t : inputs) node->inputs.push_back(t.storage());
   }

@@ -5,6 +5,7 @@
 // explicit work stack (never native recursion).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -90,6 +91,12 @@ class Runtime final : public ResidencyTracker {
   void set_trace_path(const std::string& path);
   void flush_trace();
 
+  /// With lineage off, ops record no lineage: every output is a constant that
+  /// is never evicted (the budget still holds, as a plain cap). For measuring
+  /// what lineage costs; on by default.
+  void set_lineage_enabled(bool on) { lineage_enabled_.store(on, std::memory_order_relaxed); }
+  bool lineage_enabled() const { return lineage_enabled_.load(std::memory_order_relaxed); }
+
   /// Logical clock: one tick per op.
   int64_t clock() const;
 
@@ -102,6 +109,7 @@ class Runtime final : public ResidencyTracker {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::atomic<bool> lineage_enabled_{true};
 };
 
 }  // namespace dtr::remat

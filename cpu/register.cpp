@@ -6,6 +6,7 @@ void register_kernels() {
   // One line per kernel family (each defined in cpu/<family>.cpp).
   register_copy_kernels();
   register_creation_kernels();
+  register_index_kernels();
   // @@kernel-families@@
 }
 

@@ -240,7 +240,16 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     if (old_version != nullptr) {
       // Autograd sees input 0 as it was before the write.
       autograd_inputs.assign(inputs.begin(), inputs.end());
-      autograd_inputs[0] = Tensor(std::make_shared<TensorImpl>(old_version, inputs[0].meta()));
+      auto old_impl = std::make_shared<TensorImpl>(old_version, inputs[0].meta());
+      // ...with its autograd identity, so the backward node links to the
+      // producer of the old value (else the gradient skips the write).
+      if (const AutogradMeta* am = inputs[0].impl()->autograd.get()) {
+        old_impl->autograd = std::make_unique<AutogradMeta>();
+        old_impl->autograd->requires_grad = am->requires_grad;
+        old_impl->autograd->grad_fn = am->grad_fn;
+        old_impl->autograd->output_nr = am->output_nr;
+      }
+      autograd_inputs[0] = Tensor(std::move(old_impl));
       // Note [mutation]: a write in grad mode (an activation updated during
       // the forward) stays replayable from the old version. A write outside
       // grad mode is a state update (optimizer step, running statistics): the

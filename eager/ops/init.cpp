@@ -12,6 +12,8 @@ void ensure_ops_registered() {
     // One line per op family (each defined in eager/ops/<family>.cpp).
     ops::register_copy_ops();
     ops::register_creation_ops();
+    ops::register_view_ops();
+    ops::register_index_ops();
     // @@op-families@@
     cpu::register_kernels();
     remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));

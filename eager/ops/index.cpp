@@ -1,0 +1,388 @@
+// Joining and indexing: cat, stack, split, chunk, index_select, gather,
+// masked_fill (and Tensor::masked_fill_), tril, triu. PyTorch: torch.cat,
+// torch.stack, torch.split, torch.chunk, torch.index_select, torch.gather,
+// torch.masked_fill, torch.tril, torch.triu.
+//
+// The gradients of index_select and gather scatter-add into zeros of the
+// input's shape. They are ops of their own (index_select_backward,
+// gather_backward) whose kernels accumulate every output element in a fixed
+// order, serially per output slot, without atomics (Note [determinism]).
+#include <algorithm>
+
+#include "eager/ops/registration.h"
+
+namespace dtr {
+namespace ops {
+namespace {
+
+// ---- cat -----------------------------------------------------------------------
+
+/// PyTorch still accepts 1-D empty tensors of shape [0] in cat with any
+/// other shape and skips them.
+bool skipped_in_cat(const TensorMeta& m) { return m.dim() == 1 && m.shape[0] == 0; }
+
+void infer_cat(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  DTR_CHECK(!in.empty(), ValueError, "cat: expected a non-empty list of tensors");
+  // The first tensor that is not a legacy empty one fixes the shape.
+  size_t ref = 0;
+  while (ref < in.size() && skipped_in_cat(in[ref])) ++ref;
+  if (ref == in.size()) ref = 0;
+  const TensorMeta& r = in[ref];
+  DTR_CHECK(r.dim() > 0, ValueError,
+            "cat: zero-dimensional tensor (at position {}) cannot be concatenated", ref);
+  const int64_t dim = normalize_dim(a.i("dim"), r.dim(), "cat");
+  Shape shape = r.shape;
+  shape[size_t(dim)] = 0;
+  DType dtype = in[0].dtype;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const TensorMeta& m = in[k];
+    dtype = k == 0 ? m.dtype : promote_types(dtype, m.dtype);
+    if (skipped_in_cat(m) && k != ref) continue;
+    DTR_CHECK(m.dim() == r.dim(), ValueError,
+              "cat: tensors must have same number of dimensions: got {} ({} at position {}) and {} "
+              "({} at position {})",
+              r.dim(), shape_str(r.shape), ref, m.dim(), shape_str(m.shape), k);
+    for (int64_t d = 0; d < r.dim(); ++d) {
+      if (d == dim) continue;
+      DTR_CHECK(m.shape[size_t(d)] == r.shape[size_t(d)], ValueError,
+                "cat: sizes of tensors must match except in dimension {}: expected size {} but got "
+                "size {} for tensor number {} in the list (shapes {} and {})",
+                dim, r.shape[size_t(d)], m.shape[size_t(d)], k, shape_str(r.shape),
+                shape_str(m.shape));
+    }
+    shape[size_t(dim)] += m.shape[size_t(dim)];
+  }
+  out.push_back(out_meta(shape, dtype, r.device));
+}
+
+std::vector<Tensor> cat_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  const int64_t dim = normalize_dim(ctx.attrs.i("dim"), g[0].dim(), "cat");
+  std::vector<Tensor> grads(ctx.input_metas.size());
+  int64_t offset = 0;
+  for (size_t k = 0; k < ctx.input_metas.size(); ++k) {
+    const TensorMeta& m = ctx.input_metas[k];
+    if (skipped_in_cat(m) && g[0].dim() != 1) {
+      if (ctx.needs_grad(k)) grads[k] = zeros(m.shape, TensorOptions(m.dtype).device(m.device));
+      continue;
+    }
+    const int64_t size = m.shape[size_t(dim)];
+    if (ctx.needs_grad(k)) {
+      grads[k] = narrow(g[0], dim, offset, size);
+      if (grads[k].dtype() != m.dtype) grads[k] = grads[k].to(m.dtype);
+    }
+    offset += size;
+  }
+  return grads;
+}
+
+// ---- index_select ----------------------------------------------------------------
+
+void check_index_dtype(std::string_view op, const TensorMeta& index, bool allow_int32) {
+  DTR_CHECK(index.dtype == kInt64 || (allow_int32 && index.dtype == kInt32), TypeError,
+            "{}: expected index of dtype int64{}, got {} (index shape {})", op,
+            allow_int32 ? " or int32" : "", dtype_name(index.dtype), shape_str(index.shape));
+}
+
+void infer_index_select(std::span<const TensorMeta> in, const Attrs& a,
+                        std::vector<TensorMeta>& out) {
+  const TensorMeta& x = in[0];
+  const TensorMeta& index = in[1];
+  check_index_dtype("index_select", index, /*allow_int32=*/true);
+  DTR_CHECK(index.dim() <= 1, ValueError,
+            "index_select: index must be 0-d or 1-d, got shape {} (input shape {})",
+            shape_str(index.shape), shape_str(x.shape));
+  const int64_t dim = normalize_dim(a.i("dim"), x.dim(), "index_select");
+  Shape shape = x.shape;
+  if (x.dim() == 0) {
+    DTR_CHECK(index.numel() == 1, IndexError,
+              "index_select: index of a 0-d input must have one element, got shape {}",
+              shape_str(index.shape));
+  } else {
+    DTR_CHECK(x.shape[size_t(dim)] > 0 || index.numel() == 0, IndexError,
+              "index_select: cannot select from dimension {} of size 0 (input shape {})", dim,
+              shape_str(x.shape));
+    shape[size_t(dim)] = index.numel();
+  }
+  out.push_back(out_meta(shape, x.dtype, x.device));
+}
+
+std::vector<Tensor> index_select_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("index_select_backward");
+  const TensorMeta& x = ctx.input_metas[0];
+  const int64_t dim = x.dim() == 0 ? 0 : normalize_dim(ctx.attrs.i("dim"), x.dim(), "index_select");
+  return {dispatch1(o, {g[0], ctx.inputs[1]}, Attrs{{"dim", dim}, {"input_shape", x.shape}})};
+}
+
+void infer_index_select_backward(std::span<const TensorMeta> in, const Attrs& a,
+                                 std::vector<TensorMeta>& out) {
+  out.push_back(out_meta(a.ints("input_shape"), in[0].dtype, in[0].device));
+}
+
+std::vector<Tensor> index_select_backward_backward(const BackwardContext& ctx,
+                                                   std::span<const Tensor> g) {
+  return {index_select(g[0], ctx.attrs.i("dim"), ctx.inputs[1])};
+}
+
+// ---- gather ----------------------------------------------------------------------
+
+void infer_gather(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const TensorMeta& x = in[0];
+  const TensorMeta& index = in[1];
+  check_index_dtype("gather", index, /*allow_int32=*/false);
+  const int64_t dim = normalize_dim(a.i("dim"), x.dim(), "gather");
+  DTR_CHECK(index.dim() == x.dim(), ValueError,
+            "gather: index {} and input {} must have the same number of dimensions",
+            shape_str(index.shape), shape_str(x.shape));
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    if (d == dim) continue;
+    DTR_CHECK(index.shape[size_t(d)] <= x.shape[size_t(d)], ValueError,
+              "gather: size of index {} does not fit input {} at dimension {} (expected index "
+              "size <= input size except at dimension {})",
+              shape_str(index.shape), shape_str(x.shape), d, dim);
+  }
+  out.push_back(out_meta(index.shape, x.dtype, x.device));
+}
+
+std::vector<Tensor> gather_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("gather_backward");
+  const TensorMeta& x = ctx.input_metas[0];
+  const int64_t dim = normalize_dim(ctx.attrs.i("dim"), x.dim(), "gather");
+  return {dispatch1(o, {g[0], ctx.inputs[1]}, Attrs{{"dim", dim}, {"input_shape", x.shape}})};
+}
+
+void infer_gather_backward(std::span<const TensorMeta> in, const Attrs& a,
+                           std::vector<TensorMeta>& out) {
+  out.push_back(out_meta(a.ints("input_shape"), in[0].dtype, in[0].device));
+}
+
+std::vector<Tensor> gather_backward_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {gather(g[0], ctx.attrs.i("dim"), ctx.inputs[1])};
+}
+
+// ---- masked_fill -------------------------------------------------------------------
+
+void check_mask(std::string_view op, const TensorMeta& x, const TensorMeta& mask) {
+  DTR_CHECK(mask.dtype == kBool, TypeError,
+            "{}: expected a mask of dtype bool, got {} (mask shape {}, input shape {})", op,
+            dtype_name(mask.dtype), shape_str(mask.shape), shape_str(x.shape));
+}
+
+void infer_masked_fill(std::span<const TensorMeta> in, const Attrs&, std::vector<TensorMeta>& out) {
+  check_mask("masked_fill", in[0], in[1]);
+  const Shape shape = broadcast_shapes(in[0].shape, in[1].shape, "masked_fill");
+  out.push_back(out_meta(shape, in[0].dtype, in[0].device));
+}
+
+void infer_masked_fill_(std::span<const TensorMeta> in, const Attrs&, std::vector<TensorMeta>& out) {
+  check_mask("masked_fill_", in[0], in[1]);
+  const Shape shape = broadcast_shapes(in[0].shape, in[1].shape, "masked_fill_");
+  DTR_CHECK(shape == in[0].shape, ValueError,
+            "masked_fill_: mask of shape {} cannot be broadcast to the input's shape {}",
+            shape_str(in[1].shape), shape_str(in[0].shape));
+  out.push_back(in[0]);
+}
+
+std::vector<Tensor> masked_fill_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {autograd::sum_to(masked_fill(g[0], ctx.inputs[1], 0), ctx.input_metas[0].shape)};
+}
+
+Attrs fill_value_attrs(Scalar value) {
+  Attrs a{{"value", value.to_double()}};
+  // Integers keep every bit (a double holds only 53).
+  if (!value.is_floating()) a.set("int_value", value.to_int());
+  return a;
+}
+
+// ---- tril, triu --------------------------------------------------------------------
+
+template <bool kLower>
+void infer_triangle(std::span<const TensorMeta> in, const Attrs&, std::vector<TensorMeta>& out) {
+  const TensorMeta& x = in[0];
+  DTR_CHECK(x.dim() >= 2, ValueError, "{}: input must have at least 2 dimensions, got shape {}",
+            kLower ? "tril" : "triu", shape_str(x.shape));
+  out.push_back(out_meta(x.shape, x.dtype, x.device));
+}
+
+std::vector<Tensor> tril_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {tril(g[0], ctx.attrs.i("diagonal"))};
+}
+
+std::vector<Tensor> triu_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {triu(g[0], ctx.attrs.i("diagonal"))};
+}
+
+OpDef row(std::string name, InferFn infer, BackwardFn backward, uint8_t save) {
+  OpDef d;
+  d.name = std::move(name);
+  d.infer = infer;
+  d.backward = backward;
+  d.save = save;
+  return d;
+}
+
+}  // namespace
+
+void register_index_ops() {
+  auto& R = OpRegistry::instance();
+
+  OpDef cat = row("cat", infer_cat, cat_backward, kSaveNone);
+  cat.autocast = AutocastPolicy::kPromote;
+  R.define(std::move(cat));
+
+  // The index (input 1) gets no gradient; backward needs it, so inputs are saved.
+  OpDef is = row("index_select", infer_index_select, index_select_backward, kSaveInputs);
+  is.nondiff_inputs = 1u << 1;
+  R.define(std::move(is));
+  OpDef isb = row("index_select_backward", infer_index_select_backward,
+                  index_select_backward_backward, kSaveInputs);
+  isb.nondiff_inputs = 1u << 1;
+  R.define(std::move(isb));
+
+  OpDef ga = row("gather", infer_gather, gather_backward, kSaveInputs);
+  ga.nondiff_inputs = 1u << 1;
+  R.define(std::move(ga));
+  OpDef gab = row("gather_backward", infer_gather_backward, gather_backward_backward, kSaveInputs);
+  gab.nondiff_inputs = 1u << 1;
+  R.define(std::move(gab));
+
+  OpDef mf = row("masked_fill", infer_masked_fill, masked_fill_backward, kSaveInputs);
+  mf.flags.strided_inputs = true;
+  mf.nondiff_inputs = 1u << 1;
+  R.define(std::move(mf));
+  OpDef mfi = row("masked_fill_", infer_masked_fill_, masked_fill_backward, kSaveInputs);
+  mfi.flags.inplace = true;
+  mfi.flags.strided_inputs = true;
+  mfi.nondiff_inputs = 1u << 1;
+  R.define(std::move(mfi));
+
+  R.define(row("tril", infer_triangle<true>, tril_backward, kSaveNone));
+  R.define(row("triu", infer_triangle<false>, triu_backward, kSaveNone));
+}
+
+}  // namespace ops
+
+/// Concatenates `tensors` along `dim` (torch.cat). Shapes must match except
+/// along `dim`; 1-D tensors of shape [0] are skipped. The result dtype is
+/// the promoted dtype of the inputs; any dtype. Throws ValueError for an
+/// empty list, 0-d tensors or mismatched shapes, IndexError for a bad dim.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  static const OpDef& o = op("cat");
+  // Autograd tracks at most 64 inputs per node; join larger lists in groups.
+  constexpr size_t kGroup = 64;
+  if (tensors.size() <= kGroup) return dispatch1(o, tensors, Attrs{{"dim", dim}});
+  std::vector<Tensor> parts;
+  for (size_t b = 0; b < tensors.size(); b += kGroup) {
+    const size_t e = std::min(tensors.size(), b + kGroup);
+    parts.push_back(cat(std::vector<Tensor>(tensors.begin() + int64_t(b), tensors.begin() + int64_t(e)), dim));
+  }
+  return cat(parts, dim);
+}
+
+/// Stacks equally shaped tensors along a new dim `dim` in [-ndim-1, ndim]
+/// (torch.stack): cat of unsqueezed views. Throws ValueError for an empty list
+/// or unequal shapes, IndexError for a bad dim.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  DTR_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of tensors");
+  for (size_t k = 1; k < tensors.size(); ++k) {
+    DTR_CHECK(tensors[k].shape() == tensors[0].shape(), ValueError,
+              "stack: expects each tensor to be equal size, but got {} at entry 0 and {} at entry {}",
+              shape_str(tensors[0].shape()), shape_str(tensors[k].shape()), k);
+  }
+  const int64_t d = normalize_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, d));
+  return cat(parts, d);
+}
+
+/// Views of consecutive pieces of `split_size` along `dim`, the last one
+/// smaller if needed (torch.split). Throws ValueError for a negative
+/// split_size (or 0 on a non-empty dim), IndexError for a bad dim.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  DTR_CHECK(x.dim() > 0, IndexError, "split: expects at least a 1-dimensional tensor");
+  const int64_t d = normalize_dim(dim, x.dim(), "split");
+  const int64_t size = x.shape()[size_t(d)];
+  DTR_CHECK(split_size >= 0, ValueError, "split: split_size must be non-negative, got {}",
+            split_size);
+  DTR_CHECK(split_size > 0 || size == 0, ValueError,
+            "split: split_size can only be 0 if dimension size is 0, but got dimension {} of size {} "
+            "(input shape {})",
+            d, size, shape_str(x.shape()));
+  const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+  std::vector<Tensor> out;
+  out.reserve(size_t(pieces));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t start = p * split_size;
+    out.push_back(narrow(x, d, start, std::min(split_size, size - start)));
+  }
+  return out;
+}
+
+/// Splits into at most `chunks` views of ceil(size / chunks) along `dim`
+/// (torch.chunk; may return fewer). Throws ValueError for chunks <= 0,
+/// IndexError for a bad dim.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  DTR_CHECK(chunks > 0, ValueError, "chunk: expects `chunks` to be greater than 0, got {}", chunks);
+  DTR_CHECK(x.dim() > 0, IndexError, "chunk: expects at least a 1-dimensional tensor");
+  const int64_t d = normalize_dim(dim, x.dim(), "chunk");
+  const int64_t size = x.shape()[size_t(d)];
+  if (size == 0) {
+    std::vector<Tensor> out;
+    for (int64_t c = 0; c < chunks; ++c) out.push_back(narrow(x, d, 0, 0));
+    return out;
+  }
+  return split(x, (size + chunks - 1) / chunks, d);
+}
+
+/// Entries of x at `index` (int64 or int32, 0-d or 1-d, values in
+/// [0, size)) along `dim` (torch.index_select); any dtype of x. Throws
+/// TypeError for another index dtype, ValueError for a multi-dim index,
+/// IndexError for an out-of-range dim or index value.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  static const OpDef& o = op("index_select");
+  return dispatch1(o, {x, index}, Attrs{{"dim", dim}});
+}
+
+/// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1, and likewise for other
+/// dims (torch.gather). index is int64 with x's number of dims and sizes no
+/// larger than x's except along `dim`; out has index's shape. Throws
+/// TypeError, ValueError for mismatched shapes, IndexError for out-of-range
+/// dims or index values.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  static const OpDef& o = op("gather");
+  return dispatch1(o, {x, index}, Attrs{{"dim", dim}});
+}
+
+/// x with `value` where the bool `mask` is true (torch.masked_fill); x and
+/// mask broadcast together. Any dtype of x. Throws TypeError for a non-bool
+/// mask, ValueError for shapes that do not broadcast.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  static const OpDef& o = op("masked_fill");
+  return dispatch1(o, {x, mask}, ops::fill_value_attrs(value));
+}
+
+/// Writes `value` where the bool `mask` (broadcast to this tensor's shape)
+/// is true (torch.Tensor.masked_fill_). Throws TypeError for a non-bool mask,
+/// ValueError when the mask does not broadcast to this shape.
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
+  static const OpDef& o = op("masked_fill_");
+  dispatch(o, std::vector<Tensor>{*this, mask}, ops::fill_value_attrs(value));
+  return *this;
+}
+
+/// Lower triangle of the last two dims: elements with col - row <= diagonal
+/// are kept, the rest zeroed (torch.tril). x has at least 2 dims, any dtype.
+/// Throws ValueError otherwise.
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  static const OpDef& o = op("tril");
+  return dispatch1(o, {x}, Attrs{{"diagonal", diagonal}});
+}
+
+/// Upper triangle of the last two dims: elements with col - row >= diagonal
+/// are kept (torch.triu). Throws ValueError for fewer than 2 dims.
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  static const OpDef& o = op("triu");
+  return dispatch1(o, {x}, Attrs{{"diagonal", diagonal}});
+}
+
+}  // namespace dtr

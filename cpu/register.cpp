@@ -7,6 +7,8 @@ void register_kernels() {
   register_copy_kernels();
   register_creation_kernels();
   register_index_kernels();
+  register_unary_kernels();
+  register_binary_kernels();
   // @@kernel-families@@
 }
 

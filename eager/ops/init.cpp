@@ -14,6 +14,8 @@ void ensure_ops_registered() {
     ops::register_creation_ops();
     ops::register_view_ops();
     ops::register_index_ops();
+    ops::register_unary_ops();
+    ops::register_binary_ops();
     // @@op-families@@
     cpu::register_kernels();
     remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));

@@ -1,0 +1,276 @@
+// Binary elementwise kernels (eager/ops/binary.cpp): broadcasting, strided
+// (in-place rows write through views), mixed dtypes. Math runs in the type of
+// the promoted input dtype (torch.result_type; float32 for float16/bfloat16,
+// int64 for integers and bool) and is stored in the output's dtype.
+// Integer add/sub/mul/pow wrap around like PyTorch's.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <type_traits>
+
+#include "cpu/elementwise.h"
+
+namespace dtr::cpu {
+namespace {
+
+// ---- integer-safe arithmetic (two's complement wrap instead of UB) -------------
+
+template <typename C>
+C wrap_add(C a, C b) {
+  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) + uint64_t(b));
+  else return a + b;
+}
+template <typename C>
+C wrap_sub(C a, C b) {
+  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) - uint64_t(b));
+  else return a - b;
+}
+template <typename C>
+C wrap_mul(C a, C b) {
+  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) * uint64_t(b));
+  else return a * b;
+}
+
+// Integer power by squaring; negative exponents give 0 except for bases 1
+// and -1 (PyTorch's powi).
+inline int64_t ipow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2 != 0) ? -1 : 1;
+    return 0;
+  }
+  uint64_t result = 1, b = uint64_t(base);
+  while (exp != 0) {
+    if (exp & 1) result *= b;
+    b *= b;
+    exp >>= 1;
+  }
+  return int64_t(result);
+}
+
+template <typename C>
+C max_propagate_nan(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a != a || b != b) return std::numeric_limits<C>::quiet_NaN();
+  }
+  return a < b ? b : a;  // std::max
+}
+template <typename C>
+C min_propagate_nan(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a != a || b != b) return std::numeric_limits<C>::quiet_NaN();
+  }
+  return b < a ? b : a;  // std::min
+}
+
+// ---- drivers ------------------------------------------------------------------------
+
+// out = f(a, b) with a = input 0, b = input 1 (both broadcast), computed as C.
+template <typename C, typename F>
+void tensor_tensor(const KernelContext& c, F f) {
+  map_elements<C, C, C>(c.outputs[0], {&c.inputs[0], &c.inputs[1]}, f);
+}
+
+// out = f(x) with x = input 0, the scalar captured in f.
+template <typename C, typename F>
+void tensor_scalar(const KernelContext& c, F f) {
+  map_elements<C, C>(c.outputs[0], {&c.inputs[0]}, f);
+}
+
+DType promoted_inputs(const KernelContext& c) { return inputs_result_type(c, 0, 2); }
+DType promoted_with_scalar(const KernelContext& c) {
+  return inputs_result_type(c, 0, 1, c.attrs.b("other_is_float"));
+}
+DType true_division(DType t) { return is_floating(t) ? t : kFloat32; }
+
+// ---- tensor-tensor --------------------------------------------------------------------
+
+void add_kernel(const KernelContext& c) {
+  const double alpha = c.attrs.f("alpha");
+  compute_type_dispatch(promoted_inputs(c), [&](auto tag) {
+    using C = decltype(tag);
+    if (alpha == 1) {
+      tensor_tensor<C>(c, [](C a, C b) { return wrap_add(a, b); });
+    } else {
+      const C al = C(alpha);
+      tensor_tensor<C>(c, [al](C a, C b) { return wrap_add(a, wrap_mul(al, b)); });
+    }
+  });
+}
+
+void sub_kernel(const KernelContext& c) {
+  const double alpha = c.attrs.f("alpha");
+  compute_type_dispatch(promoted_inputs(c), [&](auto tag) {
+    using C = decltype(tag);
+    if (alpha == 1) {
+      tensor_tensor<C>(c, [](C a, C b) { return wrap_sub(a, b); });
+    } else {
+      const C al = C(alpha);
+      tensor_tensor<C>(c, [al](C a, C b) { return wrap_sub(a, wrap_mul(al, b)); });
+    }
+  });
+}
+
+void mul_kernel(const KernelContext& c) {
+  compute_type_dispatch(promoted_inputs(c), [&](auto tag) {
+    using C = decltype(tag);
+    tensor_tensor<C>(c, [](C a, C b) { return wrap_mul(a, b); });
+  });
+}
+
+void div_kernel(const KernelContext& c) {
+  floating_compute_dispatch(true_division(promoted_inputs(c)), "div", [&](auto tag) {
+    using C = decltype(tag);
+    tensor_tensor<C>(c, [](C a, C b) { return a / b; });
+  });
+}
+
+void pow_kernel(const KernelContext& c) {
+  compute_type_dispatch(promoted_inputs(c), [&](auto tag) {
+    using C = decltype(tag);
+    if constexpr (std::is_integral_v<C>) {
+      tensor_tensor<C>(c, [](C a, C b) { return ipow(a, b); });
+    } else {
+      tensor_tensor<C>(c, [](C a, C b) { return std::pow(a, b); });
+    }
+  });
+}
+
+void maximum_kernel(const KernelContext& c) {
+  compute_type_dispatch(promoted_inputs(c), [&](auto tag) {
+    using C = decltype(tag);
+    tensor_tensor<C>(c, [](C a, C b) { return max_propagate_nan(a, b); });
+  });
+}
+
+void minimum_kernel(const KernelContext& c) {
+  compute_type_dispatch(promoted_inputs(c), [&](auto tag) {
+    using C = decltype(tag);
+    tensor_tensor<C>(c, [](C a, C b) { return min_propagate_nan(a, b); });
+  });
+}
+
+template <typename Compare>
+void compare_kernel(const KernelContext& c) {
+  compute_type_dispatch(promoted_inputs(c), [&](auto tag) {
+    using C = decltype(tag);
+    map_elements<bool, C, C>(c.outputs[0], {&c.inputs[0], &c.inputs[1]},
+                             [](C a, C b) -> bool { return Compare{}(a, b); });
+  });
+}
+
+// where(cond, a, b), computed in the output's dtype.
+void where_kernel(const KernelContext& c) {
+  compute_type_dispatch(c.outputs[0].dtype, [&](auto tag) {
+    using C = decltype(tag);
+    map_elements<C, bool, C, C>(c.outputs[0], {&c.inputs[0], &c.inputs[1], &c.inputs[2]},
+                                [](bool k, C a, C b) { return k ? a : b; });
+  });
+}
+
+// ---- tensor-scalar (attribute "other") ---------------------------------------------------
+
+void add_scalar_kernel(const KernelContext& c) {
+  const double other = c.attrs.f("other");
+  compute_type_dispatch(promoted_with_scalar(c), [&](auto tag) {
+    using C = decltype(tag);
+    const C s = C(other);
+    tensor_scalar<C>(c, [s](C x) { return wrap_add(x, s); });
+  });
+}
+
+void mul_scalar_kernel(const KernelContext& c) {
+  const double other = c.attrs.f("other");
+  compute_type_dispatch(promoted_with_scalar(c), [&](auto tag) {
+    using C = decltype(tag);
+    const C s = C(other);
+    tensor_scalar<C>(c, [s](C x) { return wrap_mul(x, s); });
+  });
+}
+
+void div_scalar_kernel(const KernelContext& c) {
+  const double other = c.attrs.f("other");
+  floating_compute_dispatch(true_division(promoted_with_scalar(c)), "div", [&](auto tag) {
+    using C = decltype(tag);
+    const C s = C(other);
+    tensor_scalar<C>(c, [s](C x) { return x / s; });
+  });
+}
+
+// Common exponents take the exact shortcuts PyTorch takes.
+void pow_scalar_kernel(const KernelContext& c) {
+  const double e = c.attrs.f("other");
+  compute_type_dispatch(promoted_with_scalar(c), [&](auto tag) {
+    using C = decltype(tag);
+    if constexpr (std::is_integral_v<C>) {
+      const C ie = C(e);
+      tensor_scalar<C>(c, [ie](C x) { return ipow(x, ie); });
+    } else if (e == 1) {
+      tensor_scalar<C>(c, [](C x) { return x; });
+    } else if (e == 2) {
+      tensor_scalar<C>(c, [](C x) { return x * x; });
+    } else if (e == 3) {
+      tensor_scalar<C>(c, [](C x) { return x * x * x; });
+    } else if (e == 0.5) {
+      tensor_scalar<C>(c, [](C x) { return std::sqrt(x); });
+    } else if (e == -0.5) {
+      tensor_scalar<C>(c, [](C x) { return C(1) / std::sqrt(x); });
+    } else if (e == -1) {
+      tensor_scalar<C>(c, [](C x) { return C(1) / x; });
+    } else if (e == -2) {
+      tensor_scalar<C>(c, [](C x) { return C(1) / (x * x); });
+    } else {
+      const C ce = C(e);
+      tensor_scalar<C>(c, [ce](C x) { return std::pow(x, ce); });
+    }
+  });
+}
+
+template <typename Compare>
+void compare_scalar_kernel(const KernelContext& c) {
+  const double other = c.attrs.f("other");
+  compute_type_dispatch(promoted_with_scalar(c), [&](auto tag) {
+    using C = decltype(tag);
+    const C s = C(other);
+    map_elements<bool, C>(c.outputs[0], {&c.inputs[0]}, [s](C x) -> bool { return Compare{}(x, s); });
+  });
+}
+
+}  // namespace
+
+void register_binary_kernels() {
+  set_cpu_kernel("add", add_kernel);
+  set_cpu_kernel("add_", add_kernel);
+  set_cpu_kernel("sub", sub_kernel);
+  set_cpu_kernel("sub_", sub_kernel);
+  set_cpu_kernel("mul", mul_kernel);
+  set_cpu_kernel("mul_", mul_kernel);
+  set_cpu_kernel("div", div_kernel);
+  set_cpu_kernel("div_", div_kernel);
+  set_cpu_kernel("pow", pow_kernel);
+  set_cpu_kernel("maximum", maximum_kernel);
+  set_cpu_kernel("minimum", minimum_kernel);
+  set_cpu_kernel("eq", compare_kernel<std::equal_to<>>);
+  set_cpu_kernel("ne", compare_kernel<std::not_equal_to<>>);
+  set_cpu_kernel("lt", compare_kernel<std::less<>>);
+  set_cpu_kernel("le", compare_kernel<std::less_equal<>>);
+  set_cpu_kernel("gt", compare_kernel<std::greater<>>);
+  set_cpu_kernel("ge", compare_kernel<std::greater_equal<>>);
+  set_cpu_kernel("where", where_kernel);
+
+  set_cpu_kernel("add_scalar", add_scalar_kernel);
+  set_cpu_kernel("add_scalar_", add_scalar_kernel);
+  set_cpu_kernel("mul_scalar", mul_scalar_kernel);
+  set_cpu_kernel("mul_scalar_", mul_scalar_kernel);
+  set_cpu_kernel("div_scalar", div_scalar_kernel);
+  set_cpu_kernel("div_scalar_", div_scalar_kernel);
+  set_cpu_kernel("pow_scalar", pow_scalar_kernel);
+  set_cpu_kernel("eq_scalar", compare_scalar_kernel<std::equal_to<>>);
+  set_cpu_kernel("ne_scalar", compare_scalar_kernel<std::not_equal_to<>>);
+  set_cpu_kernel("lt_scalar", compare_scalar_kernel<std::less<>>);
+  set_cpu_kernel("le_scalar", compare_scalar_kernel<std::less_equal<>>);
+  set_cpu_kernel("gt_scalar", compare_scalar_kernel<std::greater<>>);
+  set_cpu_kernel("ge_scalar", compare_scalar_kernel<std::greater_equal<>>);
+}
+
+}  // namespace dtr::cpu

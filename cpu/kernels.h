@@ -19,6 +19,7 @@ void register_reduce_kernels();
 void register_linalg_kernels();
 void register_nn_functional_kernels();
 void register_norm_kernels();
+void register_loss_kernels();
 void register_conv_kernels();
 void register_index_kernels();
 void register_attention_kernels();

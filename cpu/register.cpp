@@ -9,6 +9,9 @@ void register_kernels() {
   register_index_kernels();
   register_unary_kernels();
   register_binary_kernels();
+  register_reduce_kernels();
+  register_loss_kernels();
+  register_norm_kernels();
   // @@kernel-families@@
 }
 

@@ -16,6 +16,9 @@ void ensure_ops_registered() {
     ops::register_index_ops();
     ops::register_unary_ops();
     ops::register_binary_ops();
+    ops::register_reduce_ops();
+    ops::register_loss_ops();
+    ops::register_norm_ops();
     // @@op-families@@
     cpu::register_kernels();
     remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));

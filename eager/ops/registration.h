@@ -38,6 +38,7 @@ void register_reduce_ops();
 void register_linalg_ops();
 void register_nn_functional_ops();
 void register_norm_ops();
+void register_loss_ops();
 void register_conv_ops();
 void register_view_ops();
 void register_index_ops();

@@ -1,0 +1,488 @@
+// Reductions: sum, mean, var, max (whole tensor, and values/indices over a
+// dim), argmax, and the kernels of their backward rules.
+//
+// Every reduction walks one geometry (below) with a fixed accumulation order
+// that depends only on shapes and strides, never on the thread count
+// (Note [determinism]): work is split over output elements, and when a few
+// outputs share a long reduction, over fixed blocks of the reduction whose
+// partials are combined in block order (the scheme of parallel_reduce).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu/accumulate.h"
+
+namespace dtr::cpu {
+namespace {
+
+// ---- geometry ------------------------------------------------------------------
+
+/// An input seen as (kept dims) x (reduced dims). Output element o walks the
+/// kept dims in row-major order (the output's own order, keepdim or not);
+/// the reduction index r walks the reduced dims in row-major order, and each
+/// output accumulates in increasing r. Size-1 dims are dropped and
+/// neighbours merged where strides allow; each group keeps at least one dim.
+struct Geometry {
+  Shape kshape;
+  Strides kstrides;
+  Shape rshape;
+  Strides rstrides;
+  int64_t nout = 1;
+  int64_t nred = 1;
+};
+
+void push_dim(Shape& shape, Strides& strides, int64_t size, int64_t stride) {
+  if (size == 1) return;
+  if (!shape.empty() && strides.back() == stride * size) {
+    shape.back() *= size;
+    strides.back() = stride;
+    return;
+  }
+  shape.push_back(size);
+  strides.push_back(stride);
+}
+
+Geometry make_geometry(const TensorArg& in, const Shape& dims) {
+  uint64_t mask = 0;
+  for (int64_t d : dims) mask |= uint64_t{1} << d;
+  Geometry g;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    const int64_t size = in.shape[size_t(d)], stride = in.strides[size_t(d)];
+    if ((mask >> d) & 1u) {
+      push_dim(g.rshape, g.rstrides, size, stride);
+    } else {
+      push_dim(g.kshape, g.kstrides, size, stride);
+    }
+  }
+  if (g.kshape.empty()) g.kshape = {1}, g.kstrides = {0};
+  if (g.rshape.empty()) g.rshape = {1}, g.rstrides = {0};
+  g.nout = numel(g.kshape);
+  g.nred = numel(g.rshape);
+  return g;
+}
+
+/// Offset (in elements) of row-major index i of (shape, strides).
+int64_t offset_of(int64_t i, const Shape& shape, const Strides& strides) {
+  int64_t off = 0;
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    off += (i % shape[size_t(d)]) * strides[size_t(d)];
+    i /= shape[size_t(d)];
+  }
+  return off;
+}
+
+/// Calls f(r, offset, len) for the runs of indices [r0, r1) of (shape,
+/// strides) that lie along the innermost dim: elements r..r+len-1 sit at
+/// offset + j * strides.back().
+template <typename F>
+void for_each_run(const Shape& shape, const Strides& strides, int64_t r0, int64_t r1, F&& f) {
+  const int64_t nd = int64_t(shape.size());
+  const int64_t len_inner = shape.back(), stride_inner = strides.back();
+  int64_t idx[16] = {0};
+  int64_t q = r0 / len_inner, j = r0 % len_inner, off = 0;
+  for (int64_t d = nd - 2; d >= 0; --d) {
+    idx[d] = q % shape[size_t(d)];
+    q /= shape[size_t(d)];
+    off += idx[d] * strides[size_t(d)];
+  }
+  for (int64_t r = r0; r < r1;) {
+    const int64_t len = std::min(len_inner - j, r1 - r);
+    f(r, off + j * stride_inner, len);
+    r += len;
+    j = 0;
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      off += strides[size_t(d)];
+      if (++idx[d] < shape[size_t(d)]) break;
+      off -= idx[d] * strides[size_t(d)];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Reduction indices per partial when few outputs share a long reduction.
+constexpr int64_t kSplitBlock = int64_t{1} << 14;
+// Outputs handled together when they are contiguous in the input and the
+// reduction strides over them (e.g. the column sums of a (N, C) matrix).
+constexpr int64_t kTile = 64;
+
+/// Runs reduction `op` over geometry `g`. Op provides: Acc, init(o),
+/// update(acc, x, r), update_run(acc, p, len, stride, r0), combine(acc,
+/// later_acc) and finish(o, acc).
+template <typename T, typename Op>
+void run_reduce(const Geometry& g, const T* in, Op& op) {
+  using Acc = typename Op::Acc;
+  if (g.nout == 0) return;
+  if (g.nred == 0) {
+    for (int64_t o = 0; o < g.nout; ++o) op.finish(o, op.init(o));
+    return;
+  }
+  const int64_t rstride = g.rstrides.back();
+
+  if (g.nout < 16 && g.nred >= 4 * kSplitBlock) {
+    // Few outputs with long reductions: fixed blocks of r, combined in order.
+    const int64_t nblocks = (g.nred + kSplitBlock - 1) / kSplitBlock;
+    std::vector<Acc> parts(size_t(g.nout * nblocks));
+    parallel_for(g.nout * nblocks, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t o = i / nblocks, b = i % nblocks;
+        const T* base = in + offset_of(o, g.kshape, g.kstrides);
+        Acc a = op.init(o);
+        for_each_run(g.rshape, g.rstrides, b * kSplitBlock, std::min(g.nred, (b + 1) * kSplitBlock),
+                     [&](int64_t r, int64_t off, int64_t len) { op.update_run(a, base + off, len, rstride, r); });
+        parts[size_t(i)] = a;
+      }
+    });
+    for (int64_t o = 0; o < g.nout; ++o) {
+      Acc a = parts[size_t(o * nblocks)];
+      for (int64_t b = 1; b < nblocks; ++b) op.combine(a, parts[size_t(o * nblocks + b)]);
+      op.finish(o, a);
+    }
+    return;
+  }
+
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / g.nred);
+  if (g.kstrides.back() == 1 && g.kshape.back() > 1 && rstride != 1) {
+    // Outputs contiguous in the input, reduction strided: walk the reduction
+    // once for a tile of neighbouring outputs (same per-output order).
+    const int64_t inner = g.kshape.back();
+    const int64_t ntiles = (inner + kTile - 1) / kTile;
+    const Shape kouter(g.kshape.begin(), g.kshape.end() - 1);
+    const Strides kouter_strides(g.kstrides.begin(), g.kstrides.end() - 1);
+    const int64_t nitems = (g.nout / inner) * ntiles;
+    parallel_for(nitems, std::max<int64_t>(1, grain / kTile), [&](int64_t i0, int64_t i1) {
+      Acc acc[kTile];
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t ko = i / ntiles, c0 = (i % ntiles) * kTile;
+        const int64_t w = std::min(kTile, inner - c0);
+        const int64_t o0 = ko * inner + c0;
+        const T* base = in + offset_of(ko, kouter, kouter_strides) + c0;
+        for (int64_t j = 0; j < w; ++j) acc[j] = op.init(o0 + j);
+        for_each_offset(g.rshape, g.rstrides, 0, g.nred, [&](int64_t r, int64_t off) {
+          const T* p = base + off;
+          for (int64_t j = 0; j < w; ++j) op.update(acc[j], p[j], r);
+        });
+        for (int64_t j = 0; j < w; ++j) op.finish(o0 + j, acc[j]);
+      }
+    });
+    return;
+  }
+
+  // One output at a time, its reduction walked in runs along the innermost reduced dim.
+  parallel_for(g.nout, grain, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const T* base = in + offset_of(o, g.kshape, g.kstrides);
+      Acc a = op.init(o);
+      for_each_run(g.rshape, g.rstrides, 0, g.nred,
+                   [&](int64_t r, int64_t off, int64_t len) { op.update_run(a, base + off, len, rstride, r); });
+      op.finish(o, a);
+    }
+  });
+}
+
+// ---- reduction ops -------------------------------------------------------------
+
+template <typename T, typename Finish>
+struct SumOp {
+  using Acc = sum_acc_t<T>;
+  Finish finish;
+  Acc init(int64_t) const { return 0; }
+  void update(Acc& a, T x, int64_t) const { a += Acc(to_compute(x)); }
+  void update_run(Acc& a, const T* p, int64_t n, int64_t s, int64_t) const { a += sum_run(p, n, s); }
+  void combine(Acc& a, const Acc& b) const { a += b; }
+};
+template <typename T, typename Finish>
+SumOp<T, Finish> sum_op(Finish f) {
+  return SumOp<T, Finish>{std::move(f)};
+}
+
+template <typename C>
+inline bool is_nan(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
+/// Largest value and the index of its first occurrence; NaN is larger than
+/// everything (PyTorch propagates NaN through max).
+template <typename T, typename Finish>
+struct MaxOp {
+  using C = compute_t<T>;
+  struct Acc {
+    C v{};
+    int64_t i = -1;
+  };
+  Finish finish;
+  static bool better(C x, const Acc& a) { return a.i < 0 || x > a.v || (is_nan(x) && !is_nan(a.v)); }
+  Acc init(int64_t) const { return Acc{}; }
+  void update(Acc& a, T x, int64_t r) const {
+    const C c = to_compute(x);
+    if (better(c, a)) a = Acc{c, r};
+  }
+  void update_run(Acc& a, const T* p, int64_t n, int64_t s, int64_t r0) const {
+    for (int64_t j = 0; j < n; ++j) update(a, p[j * s], r0 + j);
+  }
+  // `b` covers later indices than `a`: ties keep `a`.
+  void combine(Acc& a, const Acc& b) const {
+    if (b.i >= 0 && better(b.v, a)) a = b;
+  }
+};
+template <typename T, typename Finish>
+MaxOp<T, Finish> max_op(Finish f) {
+  return MaxOp<T, Finish>{std::move(f)};
+}
+
+/// Sum of squared deviations from a per-output mean (second pass of var).
+template <typename T, typename Finish>
+struct SquaredDeviationOp {
+  struct Acc {
+    double sum = 0;
+    double mean = 0;
+  };
+  const double* means;
+  Finish finish;
+  Acc init(int64_t o) const { return Acc{0, means[o]}; }
+  void update(Acc& a, T x, int64_t) const {
+    const double d = double(to_compute(x)) - a.mean;
+    a.sum += d * d;
+  }
+  void update_run(Acc& a, const T* p, int64_t n, int64_t s, int64_t) const {
+    for (int64_t j = 0; j < n; ++j) update(a, p[j * s], 0);
+  }
+  void combine(Acc& a, const Acc& b) const { a.sum += b.sum; }
+};
+
+/// Mean over the reduced dims of each output of `g`, in double.
+template <typename T>
+std::vector<double> reduce_means(const Geometry& g, const T* x) {
+  std::vector<double> means(size_t(g.nout));
+  const double n = double(g.nred);
+  auto op = sum_op<T>([&](int64_t o, double a) { means[size_t(o)] = a / n; });
+  run_reduce(g, x, op);
+  return means;
+}
+
+// ---- kernels -------------------------------------------------------------------
+
+// sum: inputs (x); attrs dims (sorted, unique), keepdim. Floating sums keep
+// the dtype; integer and bool sums are int64.
+void sum_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  const Geometry g = make_geometry(in, c.attrs.ints("dims"));
+  all_dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_float_storage_v<T>) {
+      T* y = out.ptr<T>();
+      auto op = sum_op<T>([y](int64_t o, double a) { y[o] = from_compute<T>(a); });
+      run_reduce(g, in.ptr<T>(), op);
+    } else {
+      int64_t* y = out.ptr<int64_t>();
+      auto op = sum_op<T>([y](int64_t o, int64_t a) { y[o] = a; });
+      run_reduce(g, in.ptr<T>(), op);
+    }
+  });
+}
+
+// mean: like sum, floating only; an empty reduction gives NaN (0/0).
+void mean_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  const Geometry g = make_geometry(in, c.attrs.ints("dims"));
+  floating_dispatch(in.dtype, "mean", [&](auto tag) {
+    using T = decltype(tag);
+    T* y = out.ptr<T>();
+    const double n = double(g.nred);
+    auto op = sum_op<T>([y, n](int64_t o, double a) { y[o] = from_compute<T>(a / n); });
+    run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+// var: inputs (x, contiguous); attrs dims, correction, keepdim. Two passes
+// in double: means, then squared deviations / max(0, N - correction).
+void var_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  const Geometry g = make_geometry(in, c.attrs.ints("dims"));
+  const double divisor = double(std::max<int64_t>(0, g.nred - c.attrs.i("correction")));
+  floating_dispatch(in.dtype, "var", [&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<double> means = reduce_means(g, in.ptr<T>());
+    T* y = out.ptr<T>();
+    auto finish = [y, divisor](int64_t o, const auto& a) { y[o] = from_compute<T>(a.sum / divisor); };
+    SquaredDeviationOp<T, decltype(finish)> op{means.data(), finish};
+    run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+// max: whole tensor → 0-d value.
+void max_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  Shape all;
+  for (int64_t d = 0; d < in.dim(); ++d) all.push_back(d);
+  const Geometry g = make_geometry(in, all);
+  all_dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = out.ptr<T>();
+    auto op = max_op<T>([y](int64_t o, const auto& a) { y[o] = from_compute<T>(a.v); });
+    run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+// max_dim: inputs (x); attrs dim, keepdim → (values, int64 indices).
+// argmax: the same reduction, indices only.
+void max_dim_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const bool with_values = c.outputs.size() == 2;
+  const TensorArg& idx_out = c.outputs[with_values ? 1 : 0];
+  const Geometry g = make_geometry(in, Shape{c.attrs.i("dim")});
+  all_dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* values = with_values ? c.outputs[0].ptr<T>() : nullptr;
+    int64_t* indices = idx_out.ptr<int64_t>();
+    auto op = max_op<T>([values, indices](int64_t o, const auto& a) {
+      if (values != nullptr) values[o] = from_compute<T>(a.v);
+      indices[o] = a.i;
+    });
+    run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+// ---- backward kernels ------------------------------------------------------------
+
+/// Strides that read a reduced tensor (contiguous, keepdim layout or not)
+/// as if broadcast back to `shape`: 0 along the reduced dims.
+Strides reduced_broadcast_strides(const Shape& shape, const Shape& dims) {
+  Shape kshape = shape;
+  for (int64_t d : dims) kshape[size_t(d)] = 1;
+  Strides s = contiguous_strides(kshape);
+  for (int64_t d : dims) s[size_t(d)] = 0;
+  return s;
+}
+
+// sum_backward: inputs (g); attrs shape, dims, divisor → g broadcast to
+// shape, divided by divisor (1 for sum, N for mean).
+void sum_backward_kernel(const KernelContext& c) {
+  const TensorArg& gin = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  const Shape& shape = c.attrs.ints("shape");
+  const Strides gs = reduced_broadcast_strides(shape, c.attrs.ints("dims"));
+  const int64_t divisor = c.attrs.i("divisor");
+  floating_dispatch(gin.dtype, "sum_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* gp = gin.ptr<T>();
+    T* y = out.ptr<T>();
+    parallel_for(out.numel(), 1 << 15, [&](int64_t b, int64_t e) {
+      if (divisor == 1) {
+        for_each_offset(shape, gs, b, e, [&](int64_t i, int64_t off) { y[i] = gp[off]; });
+      } else {
+        const C n = C(divisor);
+        for_each_offset(shape, gs, b, e,
+                        [&](int64_t i, int64_t off) { y[i] = from_compute<T>(to_compute(gp[off]) / n); });
+      }
+    });
+  });
+}
+
+// var_backward: inputs (g, x contiguous); attrs dims, correction →
+// g * 2 (x - mean) / (N - correction), the mean recomputed as in forward.
+void var_backward_kernel(const KernelContext& c) {
+  const TensorArg& gin = c.inputs[0];
+  const TensorArg& x = c.inputs[1];
+  const TensorArg& out = c.outputs[0];
+  const Shape& dims = c.attrs.ints("dims");
+  const Geometry g = make_geometry(x, dims);
+  const Strides gs = reduced_broadcast_strides(x.shape, dims);
+  const double scale = 2.0 / double(std::max<int64_t>(0, g.nred - c.attrs.i("correction")));
+  floating_dispatch(x.dtype, "var_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.ptr<T>();
+    const T* gp = gin.ptr<T>();
+    T* y = out.ptr<T>();
+    const std::vector<double> means = reduce_means(g, xp);
+    // The kept-dim index of element i is its offset into the broadcast output.
+    parallel_for(out.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      for_each_offset(x.shape, gs, b, e, [&](int64_t i, int64_t o) {
+        const double d = double(to_compute(xp[i])) - means[size_t(o)];
+        y[i] = from_compute<T>(double(to_compute(gp[o])) * scale * d);
+      });
+    });
+  });
+}
+
+// max_backward: inputs (g 0-d, x, value 0-d) → g split evenly among the
+// elements equal to the max (NaN elements when the max is NaN), like
+// PyTorch's evenly_distribute_backward.
+void max_backward_kernel(const KernelContext& c) {
+  const TensorArg& x = c.inputs[1];
+  const TensorArg& out = c.outputs[0];
+  floating_dispatch(x.dtype, "max_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xp = x.ptr<T>();
+    T* y = out.ptr<T>();
+    const C value = to_compute(c.inputs[2].ptr<T>()[0]);
+    const bool nan_max = std::isnan(value);
+    auto selected = [&](int64_t i) {
+      const C v = to_compute(xp[i]);
+      return nan_max ? std::isnan(v) : v == value;
+    };
+    const int64_t n = x.numel();
+    const int64_t count = parallel_reduce(n, 1 << 15, int64_t{0}, [&](int64_t b, int64_t e) {
+      int64_t k = 0;
+      for (int64_t i = b; i < e; ++i) k += selected(i) ? 1 : 0;
+      return k;
+    });
+    const C share = to_compute(c.inputs[0].ptr<T>()[0]) / C(count);
+    parallel_for(n, 1 << 15, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = from_compute<T>(selected(i) ? share : C(0));
+    });
+  });
+}
+
+// max_dim_backward: inputs (g, int64 indices); attrs shape, dim → zeros of
+// shape with g written at the selected index along dim.
+void max_dim_backward_kernel(const KernelContext& c) {
+  const TensorArg& gin = c.inputs[0];
+  const int64_t* idx = c.inputs[1].ptr<int64_t>();
+  const TensorArg& out = c.outputs[0];
+  const Shape& shape = c.attrs.ints("shape");
+  const int64_t dim = c.attrs.i("dim");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[size_t(d)];
+  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t size = shape[size_t(dim)];
+  floating_dispatch(gin.dtype, "max_dim_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* gp = gin.ptr<T>();
+    T* y = out.ptr<T>();
+    parallel_for(outer, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, size * inner)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t o = b; o < e; ++o) {
+                     T* row = y + o * size * inner;
+                     std::fill(row, row + size * inner, from_compute<T>(0.0f));
+                     for (int64_t k = 0; k < inner; ++k) row[idx[o * inner + k] * inner + k] = gp[o * inner + k];
+                   }
+                 });
+  });
+}
+
+}  // namespace
+
+void register_reduce_kernels() {
+  set_cpu_kernel("sum", sum_kernel);
+  set_cpu_kernel("mean", mean_kernel);
+  set_cpu_kernel("var", var_kernel);
+  set_cpu_kernel("max", max_kernel);
+  set_cpu_kernel("max_dim", max_dim_kernel);
+  set_cpu_kernel("argmax", max_dim_kernel);
+  set_cpu_kernel("sum_backward", sum_backward_kernel);
+  set_cpu_kernel("var_backward", var_backward_kernel);
+  set_cpu_kernel("max_backward", max_backward_kernel);
+  set_cpu_kernel("max_dim_backward", max_dim_backward_kernel);
+}
+
+}  // namespace dtr::cpu

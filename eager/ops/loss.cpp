@@ -1,0 +1,301 @@
+// softmax, log_softmax and the losses: cross_entropy, nll_loss, mse_loss.
+// PyTorch: torch.softmax, torch.log_softmax, torch.nn.functional.{cross_entropy,
+// nll_loss, mse_loss}. Kernels in cpu/loss.cpp. Under autocast all of them
+// run in float32, like PyTorch's autocast lists.
+//
+// cross_entropy is one fused op rather than log_softmax + nll_loss: its
+// backward rebuilds softmax from the saved logits (recomputing each row's
+// logsumexp, the same code as forward), so no (N, C) log-probability tensor
+// is kept alive for backward — only the logits, which the layer before holds
+// anyway.
+#include "eager/ops/registration.h"
+
+namespace dtr {
+namespace ops {
+namespace {
+
+enum Reduction : int64_t { kReductionNone = 0, kReductionMean = 1, kReductionSum = 2 };
+
+int64_t parse_reduction(std::string_view r, std::string_view op) {
+  if (r == "none") return kReductionNone;
+  if (r == "mean") return kReductionMean;
+  if (r == "sum") return kReductionSum;
+  throw ValueError(fmt::format("{}: reduction must be 'none', 'mean' or 'sum', got '{}'", op, r));
+}
+
+void check_reduction_attr(const Attrs& a, std::string_view op) {
+  const int64_t r = a.i("reduction");
+  DTR_CHECK(r >= kReductionNone && r <= kReductionSum, ValueError, "{}: invalid reduction code {}",
+            op, r);
+}
+
+/// Elementwise-ish work: a few flops per input element.
+OpCost loss_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  OpCost c;
+  for (const auto& m : in) c.bytes += double(m.numel() * itemsize(m.dtype));
+  for (const auto& m : out) c.bytes += double(m.numel() * itemsize(m.dtype));
+  c.flops = 4.0 * double(in[0].numel());
+  return c;
+}
+
+// ---- softmax, log_softmax ---------------------------------------------------------
+
+void infer_softmax(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out,
+                   std::string_view op) {
+  check_floating(op, in[0]);
+  const int64_t dim = a.i("dim");
+  DTR_CHECK((in[0].dim() == 0 && dim == 0) || (dim >= 0 && dim < in[0].dim()), IndexError,
+            "{}: dimension {} out of range for an input of shape {}", op, dim,
+            shape_str(in[0].shape));
+  out.push_back(out_meta(in[0].shape, in[0].dtype, in[0].device));
+}
+
+void infer_softmax_fwd(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  infer_softmax(in, a, out, "softmax");
+}
+void infer_log_softmax_fwd(std::span<const TensorMeta> in, const Attrs& a,
+                           std::vector<TensorMeta>& out) {
+  infer_softmax(in, a, out, "log_softmax");
+}
+
+// (g, y) → like y.
+void infer_softmax_backward(std::span<const TensorMeta> in, const Attrs& a,
+                            std::vector<TensorMeta>& out) {
+  DTR_CHECK(in[0].shape == in[1].shape && in[0].dtype == in[1].dtype, ValueError,
+            "softmax_backward: gradient {} {} does not match output {} {}", shape_str(in[0].shape),
+            dtype_name(in[0].dtype), shape_str(in[1].shape), dtype_name(in[1].dtype));
+  infer_softmax(in.subspan(1), a, out, "softmax_backward");
+}
+
+std::vector<Tensor> softmax_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("softmax_backward");
+  return {dispatch1(o, {g[0], ctx.outputs[0]}, Attrs{{"dim", ctx.attrs.i("dim")}})};
+}
+
+std::vector<Tensor> log_softmax_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("log_softmax_backward");
+  return {dispatch1(o, {g[0], ctx.outputs[0]}, Attrs{{"dim", ctx.attrs.i("dim")}})};
+}
+
+// ---- cross_entropy, nll_loss -----------------------------------------------------
+
+/// Checks (input, target) of a class-index loss: input (C), (N, C) or
+/// (N, C, d...), floating; target int64 of shape (), (N) or (N, d...).
+void check_class_target(const TensorMeta& x, const TensorMeta& t, std::string_view op) {
+  check_floating(op, x);
+  DTR_CHECK(t.dtype == kInt64, TypeError,
+            "{}: expected target of dtype int64 (class indices), got {} of shape {}", op,
+            dtype_name(t.dtype), shape_str(t.shape));
+  DTR_CHECK(x.dim() >= 1, ValueError, "{}: expected input of shape (C), (N, C) or (N, C, d...), got {}",
+            op, shape_str(x.shape));
+  Shape expected;
+  if (x.dim() >= 2) {
+    expected.push_back(x.shape[0]);
+    for (int64_t d = 2; d < x.dim(); ++d) expected.push_back(x.shape[size_t(d)]);
+  }
+  DTR_CHECK(t.shape == expected, ValueError,
+            "{}: expected target of shape {} for input of shape {}, got target of shape {}", op,
+            shape_str(expected), shape_str(x.shape), shape_str(t.shape));
+  DTR_CHECK(x.shape[x.dim() == 1 ? 0 : 1] > 0, ValueError, "{}: input of shape {} has no classes",
+            op, shape_str(x.shape));
+}
+
+/// Loss output: the target's shape for "none", else 0-d.
+TensorMeta loss_output(const TensorMeta& x, const Shape& none_shape, const Attrs& a) {
+  return out_meta(a.i("reduction") == kReductionNone ? none_shape : Shape{}, x.dtype, x.device);
+}
+
+void infer_cross_entropy(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  check_class_target(in[0], in[1], "cross_entropy");
+  check_reduction_attr(a, "cross_entropy");
+  out.push_back(loss_output(in[0], in[1].shape, a));
+}
+
+void infer_nll_loss(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  check_class_target(in[0], in[1], "nll_loss");
+  check_reduction_attr(a, "nll_loss");
+  out.push_back(loss_output(in[0], in[1].shape, a));
+}
+
+/// Checks the incoming gradient of a loss against the loss's output shape.
+void check_loss_grad(const TensorMeta& g, const TensorMeta& x, const Shape& none_shape,
+                     const Attrs& a, std::string_view op) {
+  const Shape expected = a.i("reduction") == kReductionNone ? none_shape : Shape{};
+  DTR_CHECK(g.shape == expected && g.dtype == x.dtype, ValueError,
+            "{}: gradient {} {} does not match the loss output {} {}", op, shape_str(g.shape),
+            dtype_name(g.dtype), shape_str(expected), dtype_name(x.dtype));
+}
+
+// cross_entropy_backward row: (g, logits, target) → like logits.
+void infer_cross_entropy_backward(std::span<const TensorMeta> in, const Attrs& a,
+                                  std::vector<TensorMeta>& out) {
+  check_class_target(in[1], in[2], "cross_entropy_backward");
+  check_reduction_attr(a, "cross_entropy_backward");
+  check_loss_grad(in[0], in[1], in[2].shape, a, "cross_entropy_backward");
+  out.push_back(out_meta(in[1].shape, in[1].dtype, in[1].device));
+}
+
+// nll_loss_backward row: (g, target); attrs shape → like the input.
+void infer_nll_loss_backward(std::span<const TensorMeta> in, const Attrs& a,
+                             std::vector<TensorMeta>& out) {
+  TensorMeta x = out_meta(a.ints("shape"), in[0].dtype, in[0].device);
+  check_class_target(x, in[1], "nll_loss_backward");
+  check_reduction_attr(a, "nll_loss_backward");
+  check_loss_grad(in[0], x, in[1].shape, a, "nll_loss_backward");
+  out.push_back(std::move(x));
+}
+
+std::vector<Tensor> cross_entropy_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("cross_entropy_backward");
+  return {dispatch1(o, {g[0], ctx.inputs[0], ctx.inputs[1]}, ctx.attrs), Tensor()};
+}
+
+std::vector<Tensor> nll_loss_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("nll_loss_backward");
+  return {dispatch1(o, {g[0], ctx.inputs[1]},
+                    Attrs{{"shape", ctx.input_metas[0].shape},
+                          {"ignore_index", ctx.attrs.i("ignore_index")},
+                          {"reduction", ctx.attrs.i("reduction")}}),
+          Tensor()};
+}
+
+// ---- mse_loss ----------------------------------------------------------------------
+
+void check_mse_pair(const TensorMeta& a, const TensorMeta& b, std::string_view op) {
+  check_floating(op, a);
+  check_floating(op, b, "target");
+  DTR_CHECK(a.dtype == b.dtype, TypeError,
+            "{}: input and target must have the same dtype, got {} and {}", op, dtype_name(a.dtype),
+            dtype_name(b.dtype));
+  DTR_CHECK(a.shape == b.shape, ValueError,
+            "{}: input and target must have the same shape, got {} and {}", op, shape_str(a.shape),
+            shape_str(b.shape));
+}
+
+void infer_mse_loss(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  check_mse_pair(in[0], in[1], "mse_loss");
+  check_reduction_attr(a, "mse_loss");
+  out.push_back(loss_output(in[0], in[0].shape, a));
+}
+
+// mse_loss_backward row: (g, a, b) → like a.
+void infer_mse_loss_backward(std::span<const TensorMeta> in, const Attrs& a,
+                             std::vector<TensorMeta>& out) {
+  check_mse_pair(in[1], in[2], "mse_loss_backward");
+  check_reduction_attr(a, "mse_loss_backward");
+  check_loss_grad(in[0], in[1], in[1].shape, a, "mse_loss_backward");
+  out.push_back(out_meta(in[1].shape, in[1].dtype, in[1].device));
+}
+
+std::vector<Tensor> mse_loss_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("mse_loss_backward");
+  std::vector<Tensor> r(2);
+  const Attrs attrs{{"reduction", ctx.attrs.i("reduction")}};
+  if (ctx.needs_grad(0)) r[0] = dispatch1(o, {g[0], ctx.inputs[0], ctx.inputs[1]}, attrs);
+  if (ctx.needs_grad(1)) r[1] = dispatch1(o, {g[0], ctx.inputs[1], ctx.inputs[0]}, attrs);
+  return r;
+}
+
+}  // namespace
+
+void register_loss_ops() {
+  auto& R = OpRegistry::instance();
+
+  OpDef softmax{.name = "softmax", .infer = infer_softmax_fwd, .cost = loss_cost,
+                .backward = softmax_backward};
+  softmax.autocast = AutocastPolicy::kFloat32;
+  softmax.save = kSaveOutputs;
+  R.define(std::move(softmax));
+
+  OpDef log_softmax{.name = "log_softmax", .infer = infer_log_softmax_fwd, .cost = loss_cost,
+                    .backward = log_softmax_backward};
+  log_softmax.autocast = AutocastPolicy::kFloat32;
+  log_softmax.save = kSaveOutputs;
+  R.define(std::move(log_softmax));
+
+  OpDef ce{.name = "cross_entropy", .infer = infer_cross_entropy, .cost = loss_cost,
+           .backward = cross_entropy_backward};
+  ce.autocast = AutocastPolicy::kFloat32;
+  ce.save = kSaveInputs;
+  ce.nondiff_inputs = 1u << 1;
+  R.define(std::move(ce));
+
+  OpDef nll{.name = "nll_loss", .infer = infer_nll_loss, .backward = nll_loss_backward};
+  nll.autocast = AutocastPolicy::kFloat32;
+  nll.save = kSaveInputs;
+  nll.nondiff_inputs = 1u << 1;
+  R.define(std::move(nll));
+
+  OpDef mse{.name = "mse_loss", .infer = infer_mse_loss, .cost = loss_cost,
+            .backward = mse_loss_backward};
+  mse.autocast = AutocastPolicy::kFloat32;
+  mse.save = kSaveInputs;
+  R.define(std::move(mse));
+
+  // Kernels of backward rules (run under NoGradGuard: no backward of their own).
+  R.define(OpDef{.name = "softmax_backward", .infer = infer_softmax_backward, .cost = loss_cost,
+                 .save = kSaveNone});
+  R.define(OpDef{.name = "log_softmax_backward", .infer = infer_softmax_backward,
+                 .cost = loss_cost, .save = kSaveNone});
+  R.define(OpDef{.name = "cross_entropy_backward", .infer = infer_cross_entropy_backward,
+                 .cost = loss_cost, .save = kSaveNone});
+  R.define(OpDef{.name = "nll_loss_backward", .infer = infer_nll_loss_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "mse_loss_backward", .infer = infer_mse_loss_backward, .cost = loss_cost,
+                 .save = kSaveNone});
+}
+
+}  // namespace ops
+
+/// Softmax of `x` along `dim` (torch.softmax): exp(x - max) / sum(exp(x - max)).
+/// x: any shape, floating dtype (TypeError otherwise); output like x. Throws
+/// IndexError for a dim out of range. Under autocast it runs in float32.
+Tensor softmax(const Tensor& x, int64_t dim) {
+  static const OpDef& o = op("softmax");
+  return dispatch1(o, {x}, Attrs{{"dim", normalize_dim(dim, x.dim(), "softmax")}});
+}
+
+/// log(softmax(x, dim)) computed stably as x - logsumexp(x) (torch.log_softmax).
+/// Same shapes, dtypes and errors as softmax.
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  static const OpDef& o = op("log_softmax");
+  return dispatch1(o, {x}, Attrs{{"dim", normalize_dim(dim, x.dim(), "log_softmax")}});
+}
+
+/// torch.nn.functional.cross_entropy with class-index targets:
+/// logits (N, C), (N, C, d1, ...) or (C); target int64 of shape (N),
+/// (N, d1, ...) or (). loss = logsumexp(logits) - logits[target] per sample;
+/// samples whose target equals ignore_index contribute 0 and are not
+/// counted. reduction "mean" divides the sum by the number of counted
+/// samples (NaN when none is), "sum" sums, "none" returns the per-sample
+/// losses (target's shape). Throws TypeError for a non-int64 target or
+/// non-floating logits, ValueError for mismatched shapes or an unknown
+/// reduction, IndexError for a target outside [0, C).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     std::string_view reduction) {
+  static const OpDef& o = op("cross_entropy");
+  return dispatch1(o, {logits, target},
+                   Attrs{{"ignore_index", ignore_index},
+                         {"reduction", ops::parse_reduction(reduction, "cross_entropy")}});
+}
+
+/// torch.nn.functional.nll_loss: loss = -log_probs[target] per sample.
+/// Shapes, ignore_index, reduction and errors as cross_entropy.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,
+                std::string_view reduction) {
+  static const OpDef& o = op("nll_loss");
+  return dispatch1(o, {log_probs, target},
+                   Attrs{{"ignore_index", ignore_index},
+                         {"reduction", ops::parse_reduction(reduction, "nll_loss")}});
+}
+
+/// torch.nn.functional.mse_loss: (input - target)^2, averaged ("mean"),
+/// summed ("sum") or elementwise ("none"). input and target must have the
+/// same shape (ValueError; PyTorch would broadcast with a warning) and the
+/// same floating dtype (TypeError).
+Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction) {
+  static const OpDef& o = op("mse_loss");
+  return dispatch1(o, {input, target},
+                   Attrs{{"reduction", ops::parse_reduction(reduction, "mse_loss")}});
+}
+
+}  // namespace dtr

@@ -1,0 +1,350 @@
+// Normalization: layer_norm, rms_norm, batch_norm.
+// PyTorch: torch.nn.functional.{layer_norm, rms_norm, batch_norm}. Kernels in
+// cpu/norm.cpp. Under autocast all three run in float32.
+//
+// Saved state. The backward rules save only the inputs (x, weight) and
+// recompute the per-row (layer_norm, rms_norm) or per-channel (batch_norm)
+// statistics with the same deterministic code as forward, so they are
+// bitwise the forward's. Saving the statistics as extra outputs would need
+// the row's save mask to include outputs, and the mask covers all outputs:
+// the full-size normalized output would then be held for backward too. The
+// recomputation is one extra read of x per row or channel, while the row is
+// hot in cache for layer_norm.
+//
+// batch_norm in training mode is two ops (Note [replay equals original]):
+// the pure `batch_norm` op computes (y, batch mean, batch var) and may be
+// replayed any number of times; `batch_norm_update_stats_` (flagged
+// side_effect, in place) then folds the batch statistics into the running
+// buffers once, and is never replayed.
+#include "eager/ops/registration.h"
+
+namespace dtr {
+namespace ops {
+namespace {
+
+/// Checks an optional affine parameter of a norm: shape `shape`, dtype of x.
+void check_param(const TensorMeta& x, const TensorMeta& p, const Shape& shape, std::string_view op,
+                 std::string_view what) {
+  DTR_CHECK(p.dtype == x.dtype, TypeError, "{}: {} has dtype {} but input has dtype {}", op, what,
+            dtype_name(p.dtype), dtype_name(x.dtype));
+  DTR_CHECK(p.shape == shape, ValueError, "{}: expected {} of shape {}, got {} (input shape {})", op,
+            what, shape_str(shape), shape_str(p.shape), shape_str(x.shape));
+}
+
+/// Checks x against normalized_shape and weight/bias for layer_norm / rms_norm.
+void check_row_norm(std::span<const TensorMeta> in, const Attrs& a, std::string_view op) {
+  const TensorMeta& x = in[0];
+  const Shape& ns = a.ints("normalized_shape");
+  check_floating(op, x);
+  bool ok = int64_t(ns.size()) <= x.dim() && !ns.empty();
+  for (size_t i = 0; ok && i < ns.size(); ++i) ok = x.shape[size_t(x.dim()) - ns.size() + i] == ns[i];
+  DTR_CHECK(ok, ValueError,
+            "{}: input of shape {} does not end with a non-empty normalized_shape {}", op,
+            shape_str(x.shape), shape_str(ns));
+  DTR_CHECK(a.f("eps") >= 0, ValueError, "{}: eps must be non-negative, got {}", op, a.f("eps"));
+  size_t i = 1;
+  if (a.b("has_weight")) check_param(x, in[i++], ns, op, "weight");
+  if (a.b("has_bias")) check_param(x, in[i++], ns, op, "bias");
+  DTR_CHECK(in.size() == i, ValueError, "{}: expected {} inputs, got {}", op, i, in.size());
+}
+
+OpCost norm_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  OpCost c;
+  for (const auto& m : in) c.bytes += double(m.numel() * itemsize(m.dtype));
+  for (const auto& m : out) c.bytes += double(m.numel() * itemsize(m.dtype));
+  c.flops = 8.0 * double(in[0].numel());
+  return c;
+}
+
+// ---- layer_norm, rms_norm --------------------------------------------------------
+
+void infer_layer_norm(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  check_row_norm(in, a, "layer_norm");
+  out.push_back(out_meta(in[0].shape, in[0].dtype, in[0].device));
+}
+
+void infer_rms_norm(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  DTR_CHECK(!a.b("has_bias"), ValueError, "rms_norm: takes no bias");
+  check_row_norm(in, a, "rms_norm");
+  out.push_back(out_meta(in[0].shape, in[0].dtype, in[0].device));
+}
+
+/// Backward rows of the row norms: (g, x, [weight]) → (gx, [gweight], [gbias]).
+void infer_row_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
+                             std::vector<TensorMeta>& out, std::string_view op) {
+  DTR_CHECK(in[0].shape == in[1].shape && in[0].dtype == in[1].dtype, ValueError,
+            "{}: gradient {} {} does not match input {} {}", op, shape_str(in[0].shape),
+            dtype_name(in[0].dtype), shape_str(in[1].shape), dtype_name(in[1].dtype));
+  const TensorMeta& x = in[1];
+  check_floating(op, x);
+  const Shape& ns = a.ints("normalized_shape");
+  out.push_back(out_meta(x.shape, x.dtype, x.device));
+  if (a.b("has_weight")) {
+    DTR_CHECK(in.size() == 3, ValueError, "{}: expected the weight as input 2", op);
+    check_param(x, in[2], ns, op, "weight");
+    out.push_back(out_meta(ns, x.dtype, x.device));
+  }
+  if (a.b("has_bias")) out.push_back(out_meta(ns, x.dtype, x.device));
+}
+
+void infer_layer_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
+                               std::vector<TensorMeta>& out) {
+  infer_row_norm_backward(in, a, out, "layer_norm_backward");
+}
+void infer_rms_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
+                             std::vector<TensorMeta>& out) {
+  infer_row_norm_backward(in, a, out, "rms_norm_backward");
+}
+
+/// Runs backward row `o` on (g, x, [weight]) and returns one gradient per
+/// forward input (x, [weight], [bias]).
+std::vector<Tensor> row_norm_grads(const OpDef& o, const BackwardContext& ctx, const Tensor& g) {
+  std::vector<Tensor> ins{g, ctx.inputs[0]};
+  if (ctx.attrs.b("has_weight")) ins.push_back(ctx.inputs[1]);
+  std::vector<Tensor> outs = dispatch(o, ins, ctx.attrs);
+  return outs;  // gx, [gweight], [gbias]: already in forward input order
+}
+
+std::vector<Tensor> layer_norm_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("layer_norm_backward");
+  return row_norm_grads(o, ctx, g[0]);
+}
+
+std::vector<Tensor> rms_norm_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("rms_norm_backward");
+  return row_norm_grads(o, ctx, g[0]);
+}
+
+// ---- batch_norm ------------------------------------------------------------------
+
+/// Checks x (N, C, *) and the optional weight/bias (C) that follow input `first`.
+void check_batch_norm(std::span<const TensorMeta> in, size_t first, const Attrs& a,
+                      std::string_view op) {
+  const TensorMeta& x = in[0];
+  check_floating(op, x);
+  DTR_CHECK(x.dim() >= 2, ValueError, "{}: expected input of shape (N, C, ...), got {}", op,
+            shape_str(x.shape));
+  DTR_CHECK(a.f("eps") >= 0, ValueError, "{}: eps must be non-negative, got {}", op, a.f("eps"));
+  const Shape c{x.shape[1]};
+  size_t i = first;
+  if (a.b("has_weight")) check_param(x, in[i++], c, op, "weight");
+  if (a.b("has_bias")) check_param(x, in[i++], c, op, "bias");
+  DTR_CHECK(in.size() == i, ValueError, "{}: expected {} inputs, got {}", op, i, in.size());
+}
+
+DType stats_dtype(DType x) { return x == kFloat64 ? kFloat64 : kFloat32; }
+
+// batch_norm (training, pure): (x, [weight], [bias]) → (y, mean (C), var (C)).
+void infer_batch_norm(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  check_batch_norm(in, 1, a, "batch_norm");
+  const TensorMeta& x = in[0];
+  DTR_CHECK(x.numel() / std::max<int64_t>(x.shape[1], 1) > 1, ValueError,
+            "batch_norm: expected more than 1 value per channel when training, got input of shape {}",
+            shape_str(x.shape));
+  out.push_back(out_meta(x.shape, x.dtype, x.device));
+  out.push_back(out_meta({x.shape[1]}, stats_dtype(x.dtype), x.device));
+  out.push_back(out_meta({x.shape[1]}, stats_dtype(x.dtype), x.device));
+}
+
+// batch_norm_inference: (x, running_mean, running_var, [weight], [bias]) → y.
+void infer_batch_norm_inference(std::span<const TensorMeta> in, const Attrs& a,
+                                std::vector<TensorMeta>& out) {
+  DTR_CHECK(in.size() >= 3, ValueError, "batch_norm: running_mean and running_var are required");
+  check_batch_norm(in, 3, a, "batch_norm");
+  const Shape c{in[0].shape[1]};
+  check_param(in[0], in[1], c, "batch_norm", "running_mean");
+  check_param(in[0], in[2], c, "batch_norm", "running_var");
+  out.push_back(out_meta(in[0].shape, in[0].dtype, in[0].device));
+}
+
+// batch_norm_update_stats_ (in place): (running (C), statistic (C)) → running.
+void infer_update_stats(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  DTR_CHECK(is_floating(in[0].dtype) && is_floating(in[1].dtype), TypeError,
+            "batch_norm: running statistics must be floating point, got {}", dtype_name(in[0].dtype));
+  DTR_CHECK(in[0].dim() == 1 && in[0].shape == in[1].shape, ValueError,
+            "batch_norm: running statistic of shape {} does not match the {} channels of the input",
+            shape_str(in[0].shape), in[1].numel());
+  DTR_CHECK(a.f("momentum") >= 0 && a.f("momentum") <= 1, ValueError,
+            "batch_norm: momentum must be in [0, 1], got {}", a.f("momentum"));
+  out.push_back(in[0]);
+}
+
+// batch_norm_backward: (g, x, [running_mean, running_var], [weight]) →
+// (gx, [gweight], [gbias]).
+void infer_batch_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
+                               std::vector<TensorMeta>& out) {
+  DTR_CHECK(in[0].shape == in[1].shape && in[0].dtype == in[1].dtype, ValueError,
+            "batch_norm_backward: gradient {} {} does not match input {} {}", shape_str(in[0].shape),
+            dtype_name(in[0].dtype), shape_str(in[1].shape), dtype_name(in[1].dtype));
+  const TensorMeta& x = in[1];
+  check_floating("batch_norm_backward", x);
+  const Shape c{x.shape[1]};
+  const size_t expected = 2 + (a.b("training") ? 0 : 2) + (a.b("has_weight") ? 1 : 0);
+  DTR_CHECK(in.size() == expected, ValueError, "batch_norm_backward: expected {} inputs, got {}",
+            expected, in.size());
+  for (size_t i = 2; i < in.size(); ++i) check_param(x, in[i], c, "batch_norm_backward", "parameter");
+  out.push_back(out_meta(x.shape, x.dtype, x.device));
+  if (a.b("has_weight")) out.push_back(out_meta(c, x.dtype, x.device));
+  if (a.b("has_bias")) out.push_back(out_meta(c, x.dtype, x.device));
+}
+
+/// Gradients of (x, [weight], [bias]) from batch_norm_backward.
+std::vector<Tensor> batch_norm_grads(const BackwardContext& ctx, const Tensor& g, bool training,
+                                     std::span<const Tensor> running, const Tensor& weight) {
+  static const OpDef& o = op("batch_norm_backward");
+  std::vector<Tensor> ins{g, ctx.inputs[0]};
+  ins.insert(ins.end(), running.begin(), running.end());
+  if (weight.defined()) ins.push_back(weight);
+  Attrs attrs = ctx.attrs;
+  attrs.set("training", training);
+  return dispatch(o, ins, std::move(attrs));
+}
+
+std::vector<Tensor> batch_norm_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  const Tensor weight = ctx.attrs.b("has_weight") ? ctx.inputs[1] : Tensor();
+  return batch_norm_grads(ctx, g[0], /*training=*/true, {}, weight);
+}
+
+std::vector<Tensor> batch_norm_inference_backward(const BackwardContext& ctx,
+                                                  std::span<const Tensor> g) {
+  const Tensor weight = ctx.attrs.b("has_weight") ? ctx.inputs[3] : Tensor();
+  std::vector<Tensor> grads =
+      batch_norm_grads(ctx, g[0], /*training=*/false, ctx.inputs.subspan(1, 2), weight);
+  // Inputs are (x, running_mean, running_var, [weight], [bias]).
+  grads.insert(grads.begin() + 1, 2, Tensor());
+  return grads;
+}
+
+}  // namespace
+
+void register_norm_ops() {
+  auto& R = OpRegistry::instance();
+
+  OpDef ln{.name = "layer_norm", .infer = infer_layer_norm, .cost = norm_cost,
+           .backward = layer_norm_backward};
+  ln.autocast = AutocastPolicy::kFloat32;
+  ln.save = kSaveInputs;
+  R.define(std::move(ln));
+
+  OpDef rms{.name = "rms_norm", .infer = infer_rms_norm, .cost = norm_cost,
+            .backward = rms_norm_backward};
+  rms.autocast = AutocastPolicy::kFloat32;
+  rms.save = kSaveInputs;
+  R.define(std::move(rms));
+
+  OpDef bn{.name = "batch_norm", .infer = infer_batch_norm, .cost = norm_cost,
+           .backward = batch_norm_backward};
+  bn.autocast = AutocastPolicy::kFloat32;
+  bn.save = kSaveInputs;
+  R.define(std::move(bn));
+
+  OpDef bn_inf{.name = "batch_norm_inference", .infer = infer_batch_norm_inference,
+               .cost = norm_cost, .backward = batch_norm_inference_backward};
+  bn_inf.autocast = AutocastPolicy::kFloat32;
+  bn_inf.save = kSaveInputs;
+  bn_inf.nondiff_inputs = (1u << 1) | (1u << 2);  // the running statistics
+  R.define(std::move(bn_inf));
+
+  // Never replayed: its output (the running buffer) becomes a constant.
+  OpDef update{.name = "batch_norm_update_stats_", .infer = infer_update_stats};
+  update.flags.inplace = true;
+  update.flags.side_effect = true;
+  update.flags.strided_inputs = true;
+  update.save = kSaveNone;
+  R.define(std::move(update));
+
+  // Kernels of backward rules (run under NoGradGuard: no backward of their own).
+  R.define(OpDef{.name = "layer_norm_backward", .infer = infer_layer_norm_backward,
+                 .cost = norm_cost, .save = kSaveNone});
+  R.define(OpDef{.name = "rms_norm_backward", .infer = infer_rms_norm_backward, .cost = norm_cost,
+                 .save = kSaveNone});
+  R.define(OpDef{.name = "batch_norm_backward", .infer = infer_batch_norm_backward,
+                 .cost = norm_cost, .save = kSaveNone});
+}
+
+}  // namespace ops
+
+namespace {
+/// x, then the defined ones of weight and bias.
+std::vector<Tensor> with_affine(std::vector<Tensor> ins, const Tensor& weight, const Tensor& bias) {
+  if (weight.defined()) ins.push_back(weight);
+  if (bias.defined()) ins.push_back(bias);
+  return ins;
+}
+
+/// torch.finfo(dtype).eps.
+double machine_epsilon(DType t) {
+  switch (t) {
+    case kFloat64: return 2.220446049250313e-16;
+    case kFloat16: return 0.0009765625;
+    case kBFloat16: return 0.0078125;
+    default: return 1.1920928955078125e-07;
+  }
+}
+}  // namespace
+
+/// torch.nn.functional.layer_norm: normalizes over the trailing dims given by
+/// normalized_shape, y = (x - mean) / sqrt(var + eps) * weight + bias with
+/// the biased variance. x (*, normalized_shape...), floating; weight and bias
+/// of shape normalized_shape and x's dtype, or undefined. Throws ValueError
+/// when x does not end with normalized_shape or a parameter's shape differs,
+/// TypeError for non-floating x or a parameter of another dtype.
+Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  static const OpDef& o = op("layer_norm");
+  return dispatch1(o, with_affine({x}, weight, bias),
+                   Attrs{{"normalized_shape", normalized_shape.vec()},
+                         {"eps", eps},
+                         {"has_weight", weight.defined()},
+                         {"has_bias", bias.defined()}});
+}
+
+/// torch.nn.functional.rms_norm: y = x / sqrt(mean(x^2) + eps) * weight over
+/// the trailing normalized_shape dims. eps defaults to torch.finfo(x.dtype).eps
+/// (of x's own dtype, also under autocast). Shapes and errors as layer_norm.
+Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  static const OpDef& o = op("rms_norm");
+  return dispatch1(o, with_affine({x}, weight, Tensor()),
+                   Attrs{{"normalized_shape", normalized_shape.vec()},
+                         {"eps", eps.value_or(machine_epsilon(x.dtype()))},
+                         {"has_weight", weight.defined()},
+                         {"has_bias", false}});
+}
+
+/// torch.nn.functional.batch_norm on x (N, C, *), floating. weight, bias,
+/// running_mean and running_var are (C) of x's dtype, or undefined.
+/// training: normalizes with the batch statistics (biased variance) and, when
+/// the running buffers are given, updates them in place once:
+/// running = (1 - momentum) * running + momentum * statistic, with the
+/// unbiased batch variance for running_var. Throws ValueError when a channel
+/// has a single value. eval: normalizes with the running statistics
+/// (ValueError if they are undefined). Other errors as layer_norm.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  const Attrs attrs{{"eps", eps}, {"has_weight", weight.defined()}, {"has_bias", bias.defined()}};
+  if (!training) {
+    static const OpDef& inference = op("batch_norm_inference");
+    DTR_CHECK(running_mean.defined() && running_var.defined(), ValueError,
+              "batch_norm: running_mean and running_var are required when not training");
+    return dispatch1(inference, with_affine({x, running_mean, running_var}, weight, bias), attrs);
+  }
+  static const OpDef& pure = op("batch_norm");
+  static const OpDef& update = op("batch_norm_update_stats_");
+  DTR_CHECK(running_mean.defined() == running_var.defined(), ValueError,
+            "batch_norm: give both running_mean and running_var, or neither");
+  std::vector<Tensor> outs = dispatch(pure, with_affine({x}, weight, bias), attrs);
+  if (running_mean.defined()) {
+    // The running buffers are not part of the autograd graph.
+    NoGradGuard no_grad;
+    const double n = double(x.numel() / x.size(1));
+    dispatch(update, std::vector<Tensor>{running_mean, outs[1]},
+             Attrs{{"momentum", momentum}, {"scale", 1.0}});
+    dispatch(update, std::vector<Tensor>{running_var, outs[2]},
+             Attrs{{"momentum", momentum}, {"scale", n / (n - 1)}});
+  }
+  return outs[0];
+}
+
+}  // namespace dtr

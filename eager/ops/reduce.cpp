@@ -1,0 +1,310 @@
+// Reductions: sum, mean, var, max, argmax.
+// PyTorch: torch.sum, torch.mean, torch.var(correction=), torch.max,
+// torch.argmax. Kernels in cpu/reduce.cpp; every reduction has a fixed
+// accumulation order independent of the thread count (Note [determinism]).
+#include <algorithm>
+
+#include "eager/ops/registration.h"
+
+namespace dtr {
+namespace ops {
+namespace {
+
+/// The dims a reduction runs over: normalized, sorted, unique; empty means
+/// every dim. A 0-d tensor accepts dim 0 and -1 and has nothing to reduce.
+/// Throws IndexError for a dim out of range and ValueError for a repeated dim.
+Shape reduce_dims(IntList dims, int64_t ndim, std::string_view op) {
+  Shape out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims) {
+    const int64_t n = normalize_dim(d, ndim, op);
+    if (ndim == 0) continue;
+    DTR_CHECK(std::find(out.begin(), out.end(), n) == out.end(), ValueError,
+              "{}: dim {} appears multiple times in the list of dims {}", op, n,
+              shape_str(dims));
+    out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Checks the recorded `dims` attribute against the input (rows may be
+/// dispatched directly, so infer validates what the public function built).
+void check_dims_attr(const TensorMeta& in, const Shape& dims, std::string_view op) {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    DTR_CHECK(dims[i] >= 0 && dims[i] < in.dim(), IndexError,
+              "{}: dimension {} out of range for an input of shape {}", op, dims[i],
+              shape_str(in.shape));
+    DTR_CHECK(i == 0 || dims[i] > dims[i - 1], ValueError,
+              "{}: dims {} must be sorted and unique", op, shape_str(dims));
+  }
+}
+
+/// Shape of `shape` reduced over `dims` (kept as size 1 with keepdim).
+Shape reduced_shape(const Shape& shape, const Shape& dims, bool keepdim) {
+  Shape out;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!reduced) {
+      out.push_back(shape[size_t(d)]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+int64_t reduced_count(const Shape& shape, const Shape& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= shape[size_t(d)];
+  return n;
+}
+
+/// Reading every input element once is the work of a reduction.
+OpCost reduce_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  OpCost c;
+  for (const auto& m : in) {
+    c.bytes += double(m.numel() * itemsize(m.dtype));
+    c.flops += double(m.numel());
+  }
+  for (const auto& m : out) c.bytes += double(m.numel() * itemsize(m.dtype));
+  return c;
+}
+
+// ---- sum, mean -------------------------------------------------------------------
+
+void infer_sum(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const Shape& dims = a.ints("dims");
+  check_dims_attr(in[0], dims, "sum");
+  const DType dt = is_floating(in[0].dtype) ? in[0].dtype : kInt64;
+  out.push_back(out_meta(reduced_shape(in[0].shape, dims, a.b("keepdim")), dt, in[0].device));
+}
+
+void infer_mean(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  DTR_CHECK(is_floating(in[0].dtype), TypeError,
+            "mean: could not infer output dtype; input dtype must be floating point, got {} (shape "
+            "{})",
+            dtype_name(in[0].dtype), shape_str(in[0].shape));
+  const Shape& dims = a.ints("dims");
+  check_dims_attr(in[0], dims, "mean");
+  out.push_back(out_meta(reduced_shape(in[0].shape, dims, a.b("keepdim")), in[0].dtype, in[0].device));
+}
+
+/// The gradient of a sum or mean: g broadcast back to the input's shape
+/// (divided by the reduced count for mean).
+Tensor sum_grad(const Tensor& g, const BackwardContext& ctx, int64_t divisor) {
+  static const OpDef& o = op("sum_backward");
+  return dispatch1(o, {g}, Attrs{{"shape", ctx.input_metas[0].shape}, {"dims", ctx.attrs.ints("dims")},
+                                 {"divisor", divisor}});
+}
+
+std::vector<Tensor> sum_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {sum_grad(g[0], ctx, 1)};
+}
+
+std::vector<Tensor> mean_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {sum_grad(g[0], ctx, reduced_count(ctx.input_metas[0].shape, ctx.attrs.ints("dims")))};
+}
+
+// sum_backward row: g (the reduced shape, keepdim or not) → attrs' shape.
+void infer_sum_backward(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const Shape& shape = a.ints("shape");
+  const Shape& dims = a.ints("dims");
+  check_floating("sum_backward", in[0], "gradient");
+  DTR_CHECK(in[0].numel() * reduced_count(shape, dims) == numel(shape), ValueError,
+            "sum_backward: gradient of shape {} does not match input shape {} reduced over {}",
+            shape_str(in[0].shape), shape_str(shape), shape_str(dims));
+  out.push_back(out_meta(shape, in[0].dtype, in[0].device));
+}
+
+// ---- var -----------------------------------------------------------------------
+
+void infer_var(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  DTR_CHECK(is_floating(in[0].dtype), TypeError,
+            "var: only floating point inputs are supported, got {} (shape {})",
+            dtype_name(in[0].dtype), shape_str(in[0].shape));
+  DTR_CHECK(a.i("correction") >= 0, ValueError, "var: correction must be non-negative, got {}",
+            a.i("correction"));
+  const Shape& dims = a.ints("dims");
+  check_dims_attr(in[0], dims, "var");
+  out.push_back(out_meta(reduced_shape(in[0].shape, dims, a.b("keepdim")), in[0].dtype, in[0].device));
+}
+
+std::vector<Tensor> var_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("var_backward");
+  return {dispatch1(o, {g[0], ctx.inputs[0]},
+                    Attrs{{"dims", ctx.attrs.ints("dims")}, {"correction", ctx.attrs.i("correction")}})};
+}
+
+// var_backward row: (g, x) → like x.
+void infer_var_backward(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  check_floating("var_backward", in[0], "gradient");
+  check_dims_attr(in[1], a.ints("dims"), "var_backward");
+  DTR_CHECK(in[0].dtype == in[1].dtype, TypeError,
+            "var_backward: gradient dtype {} differs from input dtype {}", dtype_name(in[0].dtype),
+            dtype_name(in[1].dtype));
+  DTR_CHECK(in[0].numel() * reduced_count(in[1].shape, a.ints("dims")) == in[1].numel(), ValueError,
+            "var_backward: gradient of shape {} does not match input shape {}",
+            shape_str(in[0].shape), shape_str(in[1].shape));
+  out.push_back(out_meta(in[1].shape, in[1].dtype, in[1].device));
+}
+
+// ---- max, argmax -------------------------------------------------------------------
+
+void infer_max(std::span<const TensorMeta> in, const Attrs&, std::vector<TensorMeta>& out) {
+  DTR_CHECK(in[0].numel() > 0, ValueError,
+            "max: expected reduction dim to be specified for an input with no elements (shape {})",
+            shape_str(in[0].shape));
+  out.push_back(out_meta({}, in[0].dtype, in[0].device));
+}
+
+std::vector<Tensor> max_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("max_backward");
+  return {dispatch1(o, {g[0], ctx.inputs[0], ctx.outputs[0]})};
+}
+
+// max_backward row: (g 0-d, x, max 0-d) → like x.
+void infer_max_backward(std::span<const TensorMeta> in, const Attrs&, std::vector<TensorMeta>& out) {
+  check_floating("max_backward", in[1]);
+  DTR_CHECK(in[0].numel() == 1 && in[2].numel() == 1 && in[0].dtype == in[1].dtype &&
+                in[2].dtype == in[1].dtype,
+            ValueError, "max_backward: expected one-element gradient and max of dtype {}, got {} {} and {} {}",
+            dtype_name(in[1].dtype), shape_str(in[0].shape), dtype_name(in[0].dtype),
+            shape_str(in[2].shape), dtype_name(in[2].dtype));
+  out.push_back(out_meta(in[1].shape, in[1].dtype, in[1].device));
+}
+
+/// Validates the dim of max(x, dim) / argmax and returns the output shape.
+Shape infer_dim_reduction(const TensorMeta& x, const Attrs& a, std::string_view op) {
+  const int64_t dim = a.i("dim");
+  const int64_t size = x.dim() == 0 ? 1 : (dim >= 0 && dim < x.dim() ? x.shape[size_t(dim)] : 0);
+  DTR_CHECK(x.dim() == 0 || (dim >= 0 && dim < x.dim()), IndexError,
+            "{}: dimension {} out of range for an input of shape {}", op, dim, shape_str(x.shape));
+  DTR_CHECK(size > 0, ValueError,
+            "{}: cannot reduce over dimension {} of size 0 (input shape {}): the operation has no "
+            "identity",
+            op, dim, shape_str(x.shape));
+  if (x.dim() == 0) return {};
+  return reduced_shape(x.shape, Shape{dim}, a.b("keepdim"));
+}
+
+void infer_max_dim(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const Shape s = infer_dim_reduction(in[0], a, "max");
+  out.push_back(out_meta(s, in[0].dtype, in[0].device));
+  out.push_back(out_meta(s, kInt64, in[0].device));
+}
+
+void infer_argmax(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  out.push_back(out_meta(infer_dim_reduction(in[0], a, "argmax"), kInt64, in[0].device));
+}
+
+std::vector<Tensor> max_dim_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("max_dim_backward");
+  const TensorMeta& x = ctx.input_metas[0];
+  // A 0-d input is its own max: the gradient passes through.
+  if (x.dim() == 0) return {g[0]};
+  return {dispatch1(o, {g[0], ctx.outputs[1]}, Attrs{{"shape", x.shape}, {"dim", ctx.attrs.i("dim")}})};
+}
+
+// max_dim_backward row: (g, int64 indices) → zeros of attrs' shape with g
+// at the indices along dim.
+void infer_max_dim_backward(std::span<const TensorMeta> in, const Attrs& a,
+                            std::vector<TensorMeta>& out) {
+  const Shape& shape = a.ints("shape");
+  const int64_t dim = a.i("dim");
+  check_floating("max_dim_backward", in[0], "gradient");
+  DTR_CHECK(dim >= 0 && dim < int64_t(shape.size()), IndexError,
+            "max_dim_backward: dimension {} out of range for shape {}", dim, shape_str(shape));
+  DTR_CHECK(in[1].dtype == kInt64 && in[0].numel() == in[1].numel() &&
+                in[0].numel() * shape[size_t(dim)] == numel(shape),
+            ValueError, "max_dim_backward: gradient {} and int64 indices {} ({}) do not match shape {}",
+            shape_str(in[0].shape), shape_str(in[1].shape), dtype_name(in[1].dtype), shape_str(shape));
+  out.push_back(out_meta(shape, in[0].dtype, in[0].device));
+}
+
+}  // namespace
+
+void register_reduce_ops() {
+  auto& R = OpRegistry::instance();
+
+  OpDef sum{.name = "sum", .infer = infer_sum, .cost = reduce_cost, .backward = sum_backward};
+  sum.flags.strided_inputs = true;
+  sum.save = kSaveNone;
+  R.define(std::move(sum));
+
+  OpDef mean{.name = "mean", .infer = infer_mean, .cost = reduce_cost, .backward = mean_backward};
+  mean.flags.strided_inputs = true;
+  mean.save = kSaveNone;
+  R.define(std::move(mean));
+
+  OpDef var{.name = "var", .infer = infer_var, .cost = reduce_cost, .backward = var_backward};
+  var.save = kSaveInputs;
+  R.define(std::move(var));
+
+  OpDef max{.name = "max", .infer = infer_max, .cost = reduce_cost, .backward = max_backward};
+  max.flags.strided_inputs = true;
+  max.save = kSaveInputs | kSaveOutputs;
+  R.define(std::move(max));
+
+  // Multi-output: (values, indices). Only the indices are needed backward,
+  // and both are the size of the reduced output.
+  OpDef max_dim{.name = "max_dim", .infer = infer_max_dim, .cost = reduce_cost,
+                .backward = max_dim_backward};
+  max_dim.flags.strided_inputs = true;
+  max_dim.save = kSaveOutputs;
+  R.define(std::move(max_dim));
+
+  OpDef argmax{.name = "argmax", .infer = infer_argmax, .cost = reduce_cost};
+  argmax.flags.strided_inputs = true;
+  argmax.save = kSaveNone;
+  R.define(std::move(argmax));
+
+  // Kernels of backward rules (run under NoGradGuard: no backward of their own).
+  R.define(OpDef{.name = "sum_backward", .infer = infer_sum_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "var_backward", .infer = infer_var_backward, .cost = reduce_cost,
+                 .save = kSaveNone});
+  R.define(OpDef{.name = "max_backward", .infer = infer_max_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "max_dim_backward", .infer = infer_max_dim_backward, .save = kSaveNone});
+}
+
+}  // namespace ops
+
+Tensor sum(const Tensor& x, IntList dims, bool keepdim) {
+  static const OpDef& o = op("sum");
+  return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "sum")}, {"keepdim", keepdim}});
+}
+
+Tensor mean(const Tensor& x, IntList dims, bool keepdim) {
+  static const OpDef& o = op("mean");
+  return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "mean")}, {"keepdim", keepdim}});
+}
+
+Tensor var(const Tensor& x, IntList dims, int64_t correction, bool keepdim) {
+  static const OpDef& o = op("var");
+  return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "var")},
+                                 {"correction", correction},
+                                 {"keepdim", keepdim}});
+}
+
+Tensor max(const Tensor& x) {
+  static const OpDef& o = op("max");
+  return dispatch1(o, {x});
+}
+
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  static const OpDef& o = op("max_dim");
+  const int64_t d = normalize_dim(dim, x.dim(), "max");
+  std::vector<Tensor> outs = dispatch(o, std::vector<Tensor>{x}, Attrs{{"dim", d}, {"keepdim", keepdim}});
+  return {std::move(outs[0]), std::move(outs[1])};
+}
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  static const OpDef& o = op("argmax");
+  const int64_t d = normalize_dim(dim, x.dim(), "argmax");
+  return dispatch1(o, {x}, Attrs{{"dim", d}, {"keepdim", keepdim}});
+}
+
+}  // namespace dtr

@@ -14,4 +14,11 @@
 #include "eager/random.h"
 #include "eager/tensor.h"
 #include "remat/runtime.h"
+#include "eager/nn/attention.h"
+#include "eager/nn/init.h"
+#include "eager/nn/layers.h"
+#include "eager/nn/module.h"
+#include "eager/nn/state_dict.h"
+#include "eager/optim.h"
+#include "eager/serialize.h"
 // @@nn-headers@@

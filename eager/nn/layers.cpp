@@ -1,0 +1,154 @@
+#include "eager/nn/layers.h"
+
+#include <cmath>
+
+#include "eager/autograd.h"
+#include "eager/nn/init.h"
+#include "eager/ops.h"
+
+namespace dtr::nn {
+
+namespace {
+TensorOptions plain(const TensorOptions& o) { return TensorOptions(o.dtype_).device(o.device_); }
+}  // namespace
+
+// ---- Linear ---------------------------------------------------------------------
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias, TensorOptions opts)
+    : UnaryModule("Linear"), in_features(in), out_features(out) {
+  DTR_CHECK(in >= 0 && out >= 0, ValueError,
+            "Linear: in_features and out_features must be non-negative, got {} and {}", in, out);
+  opts = plain(opts);
+  weight = register_parameter("weight", init::kaiming_uniform({out, in}, std::sqrt(5.0), opts));
+  if (with_bias) {
+    const double bound = in > 0 ? 1.0 / std::sqrt(double(in)) : 0.0;
+    bias = register_parameter("bias", init::uniform({out}, -bound, bound, opts));
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+// ---- Conv2d ---------------------------------------------------------------------
+
+Conv2d::Conv2d(int64_t in, int64_t out, Pair2 k, Pair2 s, Pair2 p, Pair2 d, int64_t g,
+               bool with_bias, TensorOptions opts)
+    : UnaryModule("Conv2d"),
+      in_channels(in),
+      out_channels(out),
+      kernel_size(k),
+      stride(s),
+      padding(p),
+      dilation(d),
+      groups(g) {
+  DTR_CHECK(g > 0, ValueError, "Conv2d: groups must be a positive integer, got {}", g);
+  DTR_CHECK(in % g == 0, ValueError, "Conv2d: in_channels ({}) must be divisible by groups ({})", in, g);
+  DTR_CHECK(out % g == 0, ValueError, "Conv2d: out_channels ({}) must be divisible by groups ({})",
+            out, g);
+  DTR_CHECK(k.h > 0 && k.w > 0 && s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0,
+            ValueError,
+            "Conv2d: kernel_size ({}, {}), stride ({}, {}) and dilation ({}, {}) must be positive "
+            "and padding ({}, {}) non-negative",
+            k.h, k.w, s.h, s.w, d.h, d.w, p.h, p.w);
+  opts = plain(opts);
+  const std::vector<int64_t> wshape{out, in / g, k.h, k.w};
+  weight = register_parameter("weight", init::kaiming_uniform(wshape, std::sqrt(5.0), opts));
+  if (with_bias) {
+    const int64_t fan = init::fan_in(wshape);
+    const double bound = fan > 0 ? 1.0 / std::sqrt(double(fan)) : 0.0;
+    bias = register_parameter("bias", init::uniform({out}, -bound, bound, opts));
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, weight, bias, {stride.h, stride.w}, {padding.h, padding.w},
+                {dilation.h, dilation.w}, groups);
+}
+
+// ---- BatchNorm2d ----------------------------------------------------------------
+
+BatchNorm2d::BatchNorm2d(int64_t n, double eps_, std::optional<double> momentum_, bool affine_,
+                         bool track, TensorOptions opts)
+    : UnaryModule("BatchNorm2d"),
+      num_features(n),
+      eps(eps_),
+      momentum(momentum_),
+      affine(affine_),
+      track_running_stats(track) {
+  DTR_CHECK(n > 0, ValueError, "BatchNorm2d: num_features must be positive, got {}", n);
+  opts = plain(opts);
+  if (affine) {
+    weight = register_parameter("weight", init::constant({n}, 1.0, opts));
+    bias = register_parameter("bias", init::constant({n}, 0.0, opts));
+  }
+  if (track) {
+    // Buffers are state, not lineage: fresh constants (Note [what may be evicted]).
+    running_mean = register_buffer("running_mean", init::constant({n}, 0.0, opts));
+    running_var = register_buffer("running_var", init::constant({n}, 1.0, opts));
+    num_batches_tracked =
+        register_buffer("num_batches_tracked", init::constant({}, 0.0, kInt64));
+  }
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  DTR_CHECK(x.defined() && x.dim() == 4, ValueError,
+            "BatchNorm2d: expected 4D input (got {}D input of shape {})", x.defined() ? x.dim() : 0,
+            x.defined() ? shape_str(x.shape()) : "undefined");
+  DTR_CHECK(x.size(1) == num_features, ValueError,
+            "BatchNorm2d: expected input with {} channels, got shape {}", num_features,
+            shape_str(x.shape()));
+  double factor = momentum.value_or(0.0);
+  if (is_training() && track_running_stats) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1);
+    // momentum=None: cumulative moving average (torch.nn.modules.batchnorm).
+    if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>());
+  }
+  // Batch statistics in training mode, or whenever there are no running ones.
+  const bool use_batch_stats = is_training() || !track_running_stats;
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor, eps);
+}
+
+// ---- LayerNorm ------------------------------------------------------------------
+
+LayerNorm::LayerNorm(std::vector<int64_t> shape, double eps_, bool affine, bool with_bias,
+                     TensorOptions opts)
+    : UnaryModule("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+  opts = plain(opts);
+  if (affine) {
+    weight = register_parameter("weight", init::constant(normalized_shape, 1.0, opts));
+    if (with_bias) bias = register_parameter("bias", init::constant(normalized_shape, 0.0, opts));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+
+// ---- Embedding ------------------------------------------------------------------
+
+Embedding::Embedding(int64_t n, int64_t d, TensorOptions opts)
+    : UnaryModule("Embedding"), num_embeddings(n), embedding_dim(d) {
+  DTR_CHECK(n >= 0 && d >= 0, ValueError,
+            "Embedding: num_embeddings and embedding_dim must be non-negative, got {} and {}", n, d);
+  weight = register_parameter("weight", init::normal({n, d}, 0.0, 1.0, plain(opts)));
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+
+// ---- Dropout, activations -------------------------------------------------------
+
+Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
+  DTR_CHECK(p >= 0.0 && p <= 1.0, ValueError,
+            "Dropout: dropout probability has to be between 0 and 1, but got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+GELU::GELU(std::string approx) : UnaryModule("GELU"), approximate(std::move(approx)) {
+  DTR_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+            "GELU: approximate must be 'none' or 'tanh', got '{}'", approximate);
+}
+
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+}  // namespace dtr::nn

@@ -1,0 +1,125 @@
+// Layers of torch.nn: Linear, Conv2d, BatchNorm2d, LayerNorm, Embedding,
+// Dropout, ReLU, GELU. Constructors take the PyTorch arguments in PyTorch's
+// order and end with TensorOptions (PyTorch's dtype=/device=); parameters
+// are initialized like PyTorch from the global seed (dtr::manual_seed).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eager/nn/module.h"
+
+namespace dtr::nn {
+
+/// An (h, w) pair that also accepts a single int, like PyTorch's
+/// `kernel_size=3` / `kernel_size=(3, 5)`.
+struct Pair2 {
+  int64_t h = 0, w = 0;
+  Pair2(int64_t v) : h(v), w(v) {}  // NOLINT: implicit like _pair(v)
+  Pair2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+};
+
+/// y = x W^T + b (torch.nn.Linear). weight (out, in), bias (out);
+/// kaiming_uniform(a=sqrt(5)) weight, bias uniform in ±1/sqrt(in).
+/// forward: x (*, in) → (*, out). Shape errors come from dtr::linear.
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when bias=false
+};
+
+/// 2-D convolution (torch.nn.Conv2d, padding_mode="zeros"). weight
+/// (out, in/groups, kH, kW), bias (out). forward: x (N, in, H, W) →
+/// (N, out, H', W'). Throws ValueError when in/out are not divisible by groups.
+class Conv2d : public UnaryModule {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Pair2 kernel_size, Pair2 stride = 1,
+         Pair2 padding = 0, Pair2 dilation = 1, int64_t groups = 1, bool bias = true,
+         TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  int64_t in_channels, out_channels;
+  Pair2 kernel_size, stride, padding, dilation;
+  int64_t groups;
+  Tensor weight, bias;
+};
+
+/// Batch normalization over (N, C, H, W) (torch.nn.BatchNorm2d). In training
+/// mode it normalizes with the batch statistics, increments the int64
+/// buffer num_batches_tracked once per forward and updates running_mean /
+/// running_var (unbiased variance) through dtr::batch_norm's side-effect op;
+/// in eval mode it uses the running statistics. momentum nullopt = cumulative
+/// moving average (factor 1/num_batches_tracked). Buffers: running_mean
+/// (zeros), running_var (ones), num_batches_tracked; parameters weight
+/// (ones), bias (zeros) when affine. Throws ValueError for input that is not 4-D.
+class BatchNorm2d : public UnaryModule {
+ public:
+  BatchNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+              bool affine = true, bool track_running_stats = true, TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  int64_t num_features;
+  double eps;
+  std::optional<double> momentum;
+  bool affine, track_running_stats;
+  Tensor weight, bias;
+  Tensor running_mean, running_var, num_batches_tracked;
+};
+
+/// Layer normalization over the trailing `normalized_shape` dims
+/// (torch.nn.LayerNorm). weight ones, bias zeros.
+class LayerNorm : public UnaryModule {
+ public:
+  LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+            bool bias = true, TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  std::vector<int64_t> normalized_shape;
+  double eps;
+  Tensor weight, bias;
+};
+
+/// A lookup table (torch.nn.Embedding): weight (num_embeddings,
+/// embedding_dim) from N(0, 1). forward: int64 indices (*) → (*, embedding_dim);
+/// IndexError for out-of-range indices (from dtr::embedding).
+class Embedding : public UnaryModule {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, TensorOptions opts = {});
+  Tensor forward(const Tensor& indices) override;
+
+  int64_t num_embeddings, embedding_dim;
+  Tensor weight;
+};
+
+/// Zeroes elements with probability p in training mode and scales the rest
+/// by 1/(1-p); identity in eval mode (torch.nn.Dropout). Throws ValueError
+/// for p outside [0, 1].
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+
+  double p;
+};
+
+/// torch.nn.ReLU.
+class ReLU : public UnaryModule {
+ public:
+  ReLU() : UnaryModule("ReLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+/// torch.nn.GELU; approximate "none" (erf) or "tanh".
+class GELU : public UnaryModule {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override;
+
+  std::string approximate;
+};
+
+}  // namespace dtr::nn

@@ -1,0 +1,175 @@
+#include "eager/nn/module.h"
+
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "eager/autograd.h"
+
+namespace dtr::nn {
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  DTR_CHECK(!name.empty(), ValueError, "{}.register_{}: name must not be empty", name_, what);
+  DTR_CHECK(name.find('.') == std::string::npos, ValueError,
+            "{}.register_{}: name '{}' must not contain '.'", name_, what, name);
+  auto taken = [&](const auto& list) {
+    for (const auto& [n, _] : list)
+      if (n == name) return true;
+    return false;
+  };
+  DTR_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), ValueError,
+            "{}.register_{}: attribute '{}' already exists", name_, what, name);
+}
+
+Tensor Module::register_parameter(std::string name, Tensor t, bool requires_grad) {
+  check_new_name(name, "parameter");
+  if (!t.defined()) return t;
+  DTR_CHECK(t.is_leaf(), ValueError,
+            "{}.register_parameter: '{}' must be a leaf tensor, but it was produced by {}; "
+            "register a detached copy",
+            name_, name, t.grad_fn_name());
+  if (requires_grad) t.requires_grad_(true);
+  parameters_.emplace_back(std::move(name), t);
+  return t;
+}
+
+Tensor Module::register_buffer(std::string name, Tensor t) {
+  check_new_name(name, "buffer");
+  if (!t.defined()) return t;
+  buffers_.emplace_back(std::move(name), t);
+  return t;
+}
+
+void Module::add_child(std::string name, std::shared_ptr<Module> module) {
+  check_new_name(name, "module");
+  DTR_CHECK(module != nullptr, ValueError, "{}.register_module: module '{}' is null", name_, name);
+  DTR_CHECK(module.get() != this, ValueError, "{}.register_module: a module cannot contain itself",
+            name_);
+  children_.emplace_back(std::move(name), std::move(module));
+}
+
+void Module::collect(const std::string& prefix, bool recurse, bool params, NamedTensors& out) const {
+  for (const auto& [n, t] : params ? parameters_ : buffers_) out.emplace_back(prefix + n, t);
+  if (!recurse) return;
+  for (const auto& [n, child] : children_) child->collect(prefix + n + ".", true, params, out);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+namespace {
+// torch.nn.Module.state_dict order: per module its parameters, then its
+// buffers, then each child's entries.
+void state_entries(const Module& m, const std::string& prefix, NamedTensors& out) {
+  for (auto& [n, t] : m.named_parameters(false)) out.emplace_back(prefix + n, t);
+  for (auto& [n, t] : m.named_buffers(false)) out.emplace_back(prefix + n, t);
+  for (const auto& [n, child] : m.named_children()) state_entries(*child, prefix + n + ".", out);
+}
+}  // namespace
+
+StateDict Module::state_dict() const {
+  NamedTensors entries;
+  state_entries(*this, "", entries);
+  StateDict out;
+  for (auto& [n, t] : entries) out.insert(n, t.detach());
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  NamedTensors own;
+  state_entries(*this, "", own);
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
+  for (const auto& [n, dst] : own) {
+    const Tensor* src = state.find(n);
+    if (src == nullptr || !src->defined()) {
+      missing.push_back(n);
+      continue;
+    }
+    if (src->shape() != dst.shape()) {
+      mismatched.push_back(fmt::format("size mismatch for {}: copying a param with shape {} from "
+                                       "checkpoint, the shape in current model is {}",
+                                       n, shape_str(src->shape()), shape_str(dst.shape())));
+      continue;
+    }
+    copies.emplace_back(dst, *src);
+  }
+  std::unordered_set<std::string> own_names;
+  for (const auto& [n, _] : own) own_names.insert(n);
+  for (const auto& [n, t] : state) {
+    if (!own_names.count(n)) unexpected.push_back(n);
+  }
+  std::vector<std::string> problems;
+  if (strict && !missing.empty())
+    problems.push_back(fmt::format("Missing key(s) in state_dict: \"{}\"", fmt::join(missing, "\", \"")));
+  if (strict && !unexpected.empty())
+    problems.push_back(
+        fmt::format("Unexpected key(s) in state_dict: \"{}\"", fmt::join(unexpected, "\", \"")));
+  for (auto& m : mismatched) problems.push_back(std::move(m));
+  DTR_CHECK(problems.empty(), ValueError, "Error(s) in loading state_dict for {}:\n\t{}", name_,
+            fmt::join(problems, "\n\t"));
+  NoGradGuard no_grad;
+  for (auto& [dst, src] : copies) {
+    // Loading a module's own state_dict back is a no-op (same bytes).
+    const bool same = dst.storage() == src.storage() && dst.storage_offset() == src.storage_offset() &&
+                      dst.strides() == src.strides() && dst.dtype() == src.dtype();
+    if (!same) dst.copy_(src);
+  }
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, p] : named_parameters()) p.set_grad(Tensor());
+}
+
+// ---- Sequential ---------------------------------------------------------------
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules)
+    : UnaryModule("Sequential") {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
+  register_module(std::to_string(layers_.size()), m);
+  layers_.push_back(std::move(m));
+}
+
+const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
+  DTR_CHECK(i < layers_.size(), IndexError, "Sequential: index {} is out of range for {} layers", i,
+            layers_.size());
+  return layers_[i];
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& layer : layers_) h = layer->forward(h);
+  return h;
+}
+
+}  // namespace dtr::nn

@@ -7,6 +7,9 @@ void register_kernels() {
   register_copy_kernels();
   register_creation_kernels();
   register_index_kernels();
+  register_linalg_kernels();
+  register_conv_kernels();
+  register_nn_functional_kernels();
   register_unary_kernels();
   register_binary_kernels();
   register_reduce_kernels();

@@ -14,6 +14,9 @@ void ensure_ops_registered() {
     ops::register_creation_ops();
     ops::register_view_ops();
     ops::register_index_ops();
+    ops::register_linalg_ops();
+    ops::register_conv_ops();
+    ops::register_nn_functional_ops();
     ops::register_unary_ops();
     ops::register_binary_ops();
     ops::register_reduce_ops();

@@ -1,0 +1,428 @@
+// Convolution and pooling kernels on (N, C, H, W) tensors: conv2d by im2col +
+// GEMM (forward; input gradient by GEMM + col2im; weight gradient by im2col +
+// GEMM), max/avg/adaptive-avg pooling and their backward scatters.
+//
+// Convolutions work on chunks of images: the column matrix of a chunk holds
+// the images side by side, (C/groups * kH * kW, images * Ho * Wo), so each
+// group needs one large GEMM per chunk. GEMMs are called only from the
+// calling thread — OpenBLAS (pthread build) called from inside dtr's OpenMP
+// workers is an order of magnitude slower — and OpenBLAS threads them; the
+// copies around them (im2col, col2im, layout changes) use parallel_for.
+//
+// Note [determinism]: every output element is written by one thread in a
+// fixed order. col2im and the pool backward scatters run serially within one
+// (image, channel) plane; the weight gradient adds chunk GEMMs in chunk
+// order; the chunk size depends only on the shapes; GEMM follows
+// cpu/linalg.h.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/linalg.h"
+
+namespace dtr::cpu {
+namespace {
+
+// Geometry of one conv2d call, from the attributes and the operand shapes.
+struct ConvGeometry {
+  int64_t N, C, H, W;        // input
+  int64_t Cout, Cg, kH, kW;  // weight (Cout, C / groups, kH, kW)
+  int64_t Ho, Wo;            // output spatial size
+  int64_t sH, sW, pH, pW, dH, dW, groups;
+  int64_t Og() const { return Cout / groups; }
+  int64_t kk() const { return Cg * kH * kW; }  // rows of the column matrix
+  int64_t P() const { return Ho * Wo; }        // columns per image
+};
+
+ConvGeometry geometry(const Attrs& a, IntList x, IntList w, IntList out) {
+  const Shape& s = a.ints("stride");
+  const Shape& p = a.ints("padding");
+  const Shape& d = a.ints("dilation");
+  return ConvGeometry{x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], out[2], out[3],
+                      s[0], s[1], p[0], p[1], d[0], d[1], a.i("groups")};
+}
+
+// Images per chunk, so that a chunk's buffers stay near 8 Mi elements.
+int64_t images_per_chunk(const ConvGeometry& g) {
+  constexpr int64_t kBufferElements = int64_t{1} << 23;
+  const int64_t per_image = std::max<int64_t>(std::max(g.kk(), g.Og()) * g.P(), 1);
+  return std::clamp<int64_t>(kBufferElements / per_image, 1, std::max<int64_t>(g.N, 1));
+}
+
+// Grain for parallel loops over rows of P elements.
+int64_t row_grain(const ConvGeometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.P(), 1)); }
+
+// Row r = (c, ki, kj) of one image's column matrix, from its group's planes x (Cg, H, W).
+template <typename T>
+void im2col_row(const ConvGeometry& g, const T* x, int64_t r, T* dst) {
+  const int64_t c = r / (g.kH * g.kW), ki = (r / g.kW) % g.kH, kj = r % g.kW;
+  const T* plane = x + c * g.H * g.W;
+  for (int64_t oh = 0; oh < g.Ho; ++oh) {
+    const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
+    T* row = dst + oh * g.Wo;
+    if (ih < 0 || ih >= g.H) {
+      std::fill(row, row + g.Wo, T(0));
+      continue;
+    }
+    for (int64_t ow = 0; ow < g.Wo; ++ow) {
+      const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
+      row[ow] = (iw >= 0 && iw < g.W) ? plane[ih * g.W + iw] : T(0);
+    }
+  }
+}
+
+// col (kk, nc * P) of group `grp` for images [n0, n0 + nc) of X (N, C, H, W).
+template <typename T>
+void im2col_chunk(const ConvGeometry& g, const T* X, int64_t grp, int64_t n0, int64_t nc, T* col) {
+  const int64_t kk = g.kk(), P = g.P(), ld = nc * P;
+  parallel_for(nc * kk, row_grain(g), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t j = t / kk, r = t % kk;
+      im2col_row(g, X + ((n0 + j) * g.C + grp * g.Cg) * g.H * g.W, r, col + r * ld + j * P);
+    }
+  });
+}
+
+// Sums col (kk, nc * P) back into group `grp`'s planes of images [n0, n0 + nc)
+// of GX (N, C, H, W), overwriting them. One thread per (image, channel) plane.
+template <typename T>
+void col2im_chunk(const ConvGeometry& g, const T* col, int64_t grp, int64_t n0, int64_t nc, T* GX) {
+  const int64_t P = g.P(), ld = nc * P;
+  parallel_for(nc * g.Cg, std::max<int64_t>(1, row_grain(g) / (g.kH * g.kW)), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t j = t / g.Cg, c = t % g.Cg;
+      T* plane = GX + ((n0 + j) * g.C + grp * g.Cg + c) * g.H * g.W;
+      std::fill(plane, plane + g.H * g.W, T(0));
+      for (int64_t ki = 0; ki < g.kH; ++ki) {
+        for (int64_t kj = 0; kj < g.kW; ++kj) {
+          const T* src = col + ((c * g.kH + ki) * g.kW + kj) * ld + j * P;
+          for (int64_t oh = 0; oh < g.Ho; ++oh) {
+            const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
+            if (ih < 0 || ih >= g.H) continue;
+            for (int64_t ow = 0; ow < g.Wo; ++ow) {
+              const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
+              if (iw >= 0 && iw < g.W) plane[ih * g.W + iw] += src[oh * g.Wo + ow];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// dst (Og, nc * P) = group `grp`'s channels of images [n0, n0 + nc) of Y (N, Cout, Ho, Wo).
+template <typename T>
+void gather_output_grad(const ConvGeometry& g, const T* Y, int64_t grp, int64_t n0, int64_t nc, T* dst) {
+  const int64_t Og = g.Og(), P = g.P(), ld = nc * P;
+  parallel_for(nc * Og, row_grain(g), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t j = t / Og, o = t % Og;
+      const T* src = Y + ((n0 + j) * g.Cout + grp * Og + o) * P;
+      std::copy(src, src + P, dst + o * ld + j * P);
+    }
+  });
+}
+
+// ---- conv2d forward ------------------------------------------------------------
+// inputs: x (N, C, H, W), weight (Cout, Cg, kH, kW), optional bias (Cout);
+// outputs: y (N, Cout, Ho, Wo). Per chunk and group:
+//   tmp (Og, nc * P) = W_g (Og, kk) @ col (kk, nc * P);  y = tmp + bias.
+template <typename T>
+void conv2d_forward(const KernelContext& c) {
+  const TensorArg &x = c.inputs[0], &w = c.inputs[1], &y = c.outputs[0];
+  const ConvGeometry g = geometry(c.attrs, x.shape, w.shape, y.shape);
+  const T* X = x.ptr<T>();
+  const T* Wt = w.ptr<T>();
+  const T* bias = c.inputs.size() > 2 ? c.inputs[2].ptr<T>() : nullptr;
+  T* Y = y.ptr<T>();
+  const int64_t Og = g.Og(), kk = g.kk(), P = g.P();
+  const int64_t chunk = images_per_chunk(g);
+  std::vector<T> col(size_t(kk * chunk * P)), tmp(size_t(Og * chunk * P));
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    const int64_t nc = std::min(chunk, g.N - n0), ld = nc * P;
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      im2col_chunk(g, X, grp, n0, nc, col.data());
+      gemm(false, false, Og, ld, kk, T(1), Wt + grp * Og * kk, kk, col.data(), ld, T(0), tmp.data(), ld);
+      parallel_for(nc * Og, row_grain(g), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          const int64_t j = t / Og, o = t % Og;
+          const T* src = tmp.data() + o * ld + j * P;
+          T* dst = Y + ((n0 + j) * g.Cout + grp * Og + o) * P;
+          const T add = bias != nullptr ? bias[grp * Og + o] : T(0);
+          for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + add;
+        }
+      });
+    }
+  }
+}
+
+// ---- conv2d input gradient ----------------------------------------------------------
+// inputs: grad_y (N, Cout, Ho, Wo), weight (Cout, Cg, kH, kW); outputs:
+// grad_x (N, C, H, W) (its shape is the input_size attribute). Per chunk and group:
+//   col (kk, nc * P) = W_g^T (kk, Og) @ grad_y_g (Og, nc * P);  grad_x = col2im(col).
+template <typename T>
+void conv2d_input_grad(const KernelContext& c) {
+  const TensorArg &gy = c.inputs[0], &w = c.inputs[1], &gx = c.outputs[0];
+  const ConvGeometry g = geometry(c.attrs, gx.shape, w.shape, gy.shape);
+  const T* GY = gy.ptr<T>();
+  const T* Wt = w.ptr<T>();
+  T* GX = gx.ptr<T>();
+  const int64_t Og = g.Og(), kk = g.kk(), P = g.P();
+  const int64_t chunk = images_per_chunk(g);
+  std::vector<T> col(size_t(kk * chunk * P)), tmp(size_t(Og * chunk * P));
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    const int64_t nc = std::min(chunk, g.N - n0), ld = nc * P;
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      gather_output_grad(g, GY, grp, n0, nc, tmp.data());
+      gemm(true, false, kk, ld, Og, T(1), Wt + grp * Og * kk, kk, tmp.data(), ld, T(0), col.data(), ld);
+      col2im_chunk(g, col.data(), grp, n0, nc, GX);
+    }
+  }
+}
+
+// ---- conv2d weight gradient --------------------------------------------------------------
+// inputs: grad_y (N, Cout, Ho, Wo), x (N, C, H, W); outputs: grad_w (Cout, Cg, kH, kW).
+//   grad_w_g (Og, kk) = sum over chunks of grad_y_g (Og, nc * P) @ col^T (nc * P, kk),
+// the chunks added in order.
+template <typename T>
+void conv2d_weight_grad(const KernelContext& c) {
+  const TensorArg &gy = c.inputs[0], &x = c.inputs[1], &gw = c.outputs[0];
+  const ConvGeometry g = geometry(c.attrs, x.shape, gw.shape, gy.shape);
+  const T* GY = gy.ptr<T>();
+  const T* X = x.ptr<T>();
+  T* GW = gw.ptr<T>();
+  const int64_t Og = g.Og(), kk = g.kk(), P = g.P();
+  if (g.N == 0) {
+    std::fill(GW, GW + g.Cout * kk, T(0));
+    return;
+  }
+  const int64_t chunk = images_per_chunk(g);
+  std::vector<T> col(size_t(kk * chunk * P)), tmp(size_t(Og * chunk * P));
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    const int64_t nc = std::min(chunk, g.N - n0), ld = nc * P;
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      gather_output_grad(g, GY, grp, n0, nc, tmp.data());
+      im2col_chunk(g, X, grp, n0, nc, col.data());
+      gemm(false, true, Og, kk, ld, T(1), tmp.data(), ld, col.data(), ld, n0 == 0 ? T(0) : T(1),
+           GW + grp * Og * kk, kk);
+    }
+  }
+}
+
+template <template <typename> class Impl>
+KernelFn conv_kernel() {
+  return [](const KernelContext& c) {
+    if (has_half_operand(c)) return run_in_float32(c, conv_kernel<Impl>());
+    float_dispatch(c.inputs[0].dtype, "conv2d", [&](auto t) { Impl<decltype(t)>::run(c); });
+  };
+}
+
+template <typename T> struct Conv2dForward { static void run(const KernelContext& c) { conv2d_forward<T>(c); } };
+template <typename T> struct Conv2dInputGrad { static void run(const KernelContext& c) { conv2d_input_grad<T>(c); } };
+template <typename T> struct Conv2dWeightGrad { static void run(const KernelContext& c) { conv2d_weight_grad<T>(c); } };
+
+// ---- pooling ----------------------------------------------------------------------------
+// Every pool runs over the N*C planes independently (Note [determinism]).
+
+struct PoolGeometry {
+  int64_t planes, H, W, Ho, Wo;
+  int64_t kH = 1, kW = 1, sH = 1, sW = 1, pH = 0, pW = 0;
+};
+
+PoolGeometry pool_geometry(IntList in, IntList out, const Attrs& a) {
+  PoolGeometry g{in[0] * in[1], in[2], in[3], out[2], out[3]};
+  if (a.has("kernel_size")) {
+    const Shape &k = a.ints("kernel_size"), &s = a.ints("stride"), &p = a.ints("padding");
+    g.kH = k[0], g.kW = k[1], g.sH = s[0], g.sW = s[1], g.pH = p[0], g.pW = p[1];
+  }
+  return g;
+}
+
+// Per-plane loop with a grain that keeps small planes together.
+template <typename F>
+void for_planes(const PoolGeometry& g, F&& f) {
+  const int64_t per_plane = std::max<int64_t>(g.H * g.W, 1);
+  parallel_for(g.planes, std::max<int64_t>(1, 16384 / per_plane), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) f(p);
+  });
+}
+
+// inputs: x (N, C, H, W); outputs: y (N, C, Ho, Wo), indices int64 (N, C,
+// Ho, Wo) holding ih * W + iw of each maximum (PyTorch's convention). Padding
+// counts as -inf; a NaN in the window wins.
+template <typename T>
+void max_pool2d_forward(const KernelContext& c) {
+  const PoolGeometry g = pool_geometry(c.inputs[0].shape, c.outputs[0].shape, c.attrs);
+  const T* X = c.inputs[0].ptr<T>();
+  T* Y = c.outputs[0].ptr<T>();
+  int64_t* I = c.outputs[1].ptr<int64_t>();
+  for_planes(g, [&](int64_t p) {
+    const T* x = X + p * g.H * g.W;
+    T* y = Y + p * g.Ho * g.Wo;
+    int64_t* idx = I + p * g.Ho * g.Wo;
+    for (int64_t oh = 0; oh < g.Ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * g.sH - g.pH, 0);
+      const int64_t h1 = std::min<int64_t>(oh * g.sH - g.pH + g.kH, g.H);
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * g.sW - g.pW, 0);
+        const int64_t w1 = std::min<int64_t>(ow * g.sW - g.pW + g.kW, g.W);
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t best_i = h0 * g.W + w0;
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            const T v = x[ih * g.W + iw];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_i = ih * g.W + iw;
+            }
+          }
+        }
+        y[oh * g.Wo + ow] = best;
+        idx[oh * g.Wo + ow] = best_i;
+      }
+    }
+  });
+}
+
+// inputs: grad_y (N, C, Ho, Wo), indices int64 (N, C, Ho, Wo); outputs: grad_x (N, C, H, W).
+template <typename T>
+void max_pool2d_backward(const KernelContext& c) {
+  const PoolGeometry g = pool_geometry(c.outputs[0].shape, c.inputs[0].shape, Attrs{});
+  const T* GY = c.inputs[0].ptr<T>();
+  const int64_t* I = c.inputs[1].ptr<int64_t>();
+  T* GX = c.outputs[0].ptr<T>();
+  for_planes(g, [&](int64_t p) {
+    T* gx = GX + p * g.H * g.W;
+    std::fill(gx, gx + g.H * g.W, T(0));
+    const T* gy = GY + p * g.Ho * g.Wo;
+    const int64_t* idx = I + p * g.Ho * g.Wo;
+    for (int64_t o = 0; o < g.Ho * g.Wo; ++o) gx[idx[o]] += gy[o];
+  });
+}
+
+// inputs: x (N, C, H, W); outputs: y (N, C, Ho, Wo). count_include_pad=True:
+// each window divides by kH * kW (PyTorch's default, ceil_mode=False).
+template <typename T>
+void avg_pool2d_forward(const KernelContext& c) {
+  const PoolGeometry g = pool_geometry(c.inputs[0].shape, c.outputs[0].shape, c.attrs);
+  const T* X = c.inputs[0].ptr<T>();
+  T* Y = c.outputs[0].ptr<T>();
+  const T divisor = T(g.kH * g.kW);
+  for_planes(g, [&](int64_t p) {
+    const T* x = X + p * g.H * g.W;
+    T* y = Y + p * g.Ho * g.Wo;
+    for (int64_t oh = 0; oh < g.Ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * g.sH - g.pH, 0);
+      const int64_t h1 = std::min<int64_t>(oh * g.sH - g.pH + g.kH, g.H);
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * g.sW - g.pW, 0);
+        const int64_t w1 = std::min<int64_t>(ow * g.sW - g.pW + g.kW, g.W);
+        T acc = T(0);
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) acc += x[ih * g.W + iw];
+        y[oh * g.Wo + ow] = acc / divisor;
+      }
+    }
+  });
+}
+
+// inputs: grad_y (N, C, Ho, Wo); outputs: grad_x (N, C, H, W).
+template <typename T>
+void avg_pool2d_backward(const KernelContext& c) {
+  const PoolGeometry g = pool_geometry(c.outputs[0].shape, c.inputs[0].shape, c.attrs);
+  const T* GY = c.inputs[0].ptr<T>();
+  T* GX = c.outputs[0].ptr<T>();
+  const T divisor = T(g.kH * g.kW);
+  for_planes(g, [&](int64_t p) {
+    T* gx = GX + p * g.H * g.W;
+    std::fill(gx, gx + g.H * g.W, T(0));
+    const T* gy = GY + p * g.Ho * g.Wo;
+    for (int64_t oh = 0; oh < g.Ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * g.sH - g.pH, 0);
+      const int64_t h1 = std::min<int64_t>(oh * g.sH - g.pH + g.kH, g.H);
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * g.sW - g.pW, 0);
+        const int64_t w1 = std::min<int64_t>(ow * g.sW - g.pW + g.kW, g.W);
+        const T v = gy[oh * g.Wo + ow] / divisor;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) gx[ih * g.W + iw] += v;
+      }
+    }
+  });
+}
+
+// Adaptive pooling window [start, end) of output o among `out` over `in`:
+// floor(o * in / out) to ceil((o + 1) * in / out), as in PyTorch.
+inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
+  return ((o + 1) * in + out - 1) / out;
+}
+
+// inputs: x (N, C, H, W); outputs: y (N, C, Ho, Wo).
+template <typename T>
+void adaptive_avg_pool2d_forward(const KernelContext& c) {
+  const PoolGeometry g = pool_geometry(c.inputs[0].shape, c.outputs[0].shape, Attrs{});
+  const T* X = c.inputs[0].ptr<T>();
+  T* Y = c.outputs[0].ptr<T>();
+  for_planes(g, [&](int64_t p) {
+    const T* x = X + p * g.H * g.W;
+    T* y = Y + p * g.Ho * g.Wo;
+    for (int64_t oh = 0; oh < g.Ho; ++oh) {
+      const int64_t h0 = adaptive_start(oh, g.H, g.Ho), h1 = adaptive_end(oh, g.H, g.Ho);
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        const int64_t w0 = adaptive_start(ow, g.W, g.Wo), w1 = adaptive_end(ow, g.W, g.Wo);
+        T acc = T(0);
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) acc += x[ih * g.W + iw];
+        y[oh * g.Wo + ow] = acc / T((h1 - h0) * (w1 - w0));
+      }
+    }
+  });
+}
+
+// inputs: grad_y (N, C, Ho, Wo); outputs: grad_x (N, C, H, W).
+template <typename T>
+void adaptive_avg_pool2d_backward(const KernelContext& c) {
+  const PoolGeometry g = pool_geometry(c.outputs[0].shape, c.inputs[0].shape, Attrs{});
+  const T* GY = c.inputs[0].ptr<T>();
+  T* GX = c.outputs[0].ptr<T>();
+  for_planes(g, [&](int64_t p) {
+    T* gx = GX + p * g.H * g.W;
+    std::fill(gx, gx + g.H * g.W, T(0));
+    const T* gy = GY + p * g.Ho * g.Wo;
+    for (int64_t oh = 0; oh < g.Ho; ++oh) {
+      const int64_t h0 = adaptive_start(oh, g.H, g.Ho), h1 = adaptive_end(oh, g.H, g.Ho);
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        const int64_t w0 = adaptive_start(ow, g.W, g.Wo), w1 = adaptive_end(ow, g.W, g.Wo);
+        const T v = gy[oh * g.Wo + ow] / T((h1 - h0) * (w1 - w0));
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) gx[ih * g.W + iw] += v;
+      }
+    }
+  });
+}
+
+template <typename T> struct MaxPoolForward { static void run(const KernelContext& c) { max_pool2d_forward<T>(c); } };
+template <typename T> struct MaxPoolBackward { static void run(const KernelContext& c) { max_pool2d_backward<T>(c); } };
+template <typename T> struct AvgPoolForward { static void run(const KernelContext& c) { avg_pool2d_forward<T>(c); } };
+template <typename T> struct AvgPoolBackward { static void run(const KernelContext& c) { avg_pool2d_backward<T>(c); } };
+template <typename T> struct AdaptiveForward { static void run(const KernelContext& c) { adaptive_avg_pool2d_forward<T>(c); } };
+template <typename T> struct AdaptiveBackward { static void run(const KernelContext& c) { adaptive_avg_pool2d_backward<T>(c); } };
+
+}  // namespace
+
+void register_conv_kernels() {
+  set_cpu_kernel("conv2d", conv_kernel<Conv2dForward>());
+  set_cpu_kernel("conv2d_input_grad", conv_kernel<Conv2dInputGrad>());
+  set_cpu_kernel("conv2d_weight_grad", conv_kernel<Conv2dWeightGrad>());
+  set_cpu_kernel("max_pool2d", conv_kernel<MaxPoolForward>());
+  set_cpu_kernel("max_pool2d_backward", conv_kernel<MaxPoolBackward>());
+  set_cpu_kernel("avg_pool2d", conv_kernel<AvgPoolForward>());
+  set_cpu_kernel("avg_pool2d_backward", conv_kernel<AvgPoolBackward>());
+  set_cpu_kernel("adaptive_avg_pool2d", conv_kernel<AdaptiveForward>());
+  set_cpu_kernel("adaptive_avg_pool2d_backward", conv_kernel<AdaptiveBackward>());
+}
+
+}  // namespace dtr::cpu

@@ -81,7 +81,7 @@ Tensor data(IntList shape, int step, double freq = 0.37) {
 }
 
 Tensor targets(int64_t n, int64_t classes, int step) {
-  std::vector<int64_t> v(size_t(n));
+  std::vector<int64_t> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 7 + size_t(step) * 3) % size_t(classes));
   return from_vector(v, {n});
 }

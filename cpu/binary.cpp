@@ -3,6 +3,13 @@
 // the promoted input dtype (torch.result_type; float32 for float16/bfloat16,
 // int64 for integers and bool) and is stored in the output's dtype.
 // Integer add/sub/mul/pow wrap around like PyTorch's.
+// The elementwise loops must vectorize. With GCC's default -ftrapping-math a
+// select whose comparison ends up inside a branch (after jump threading)
+// blocks if-conversion and so vectorization; no IEEE result depends on the
+// flag (it only promises that floating point exceptions are not observed).
+// Set before any include so every inlined function carries it.
+#pragma GCC optimize("no-trapping-math")
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -48,19 +55,25 @@ inline int64_t ipow(int64_t base, int64_t exp) {
   return int64_t(result);
 }
 
+// std::max / std::min, but a NaN operand wins (torch.maximum/minimum).
+// Branch-free selects so the loops vectorize.
 template <typename C>
 C max_propagate_nan(C a, C b) {
+  C m = a < b ? b : a;
   if constexpr (std::is_floating_point_v<C>) {
-    if (a != a || b != b) return std::numeric_limits<C>::quiet_NaN();
+    m = std::isnan(b) ? b : m;
+    m = std::isnan(a) ? a : m;
   }
-  return a < b ? b : a;  // std::max
+  return m;
 }
 template <typename C>
 C min_propagate_nan(C a, C b) {
+  C m = b < a ? b : a;
   if constexpr (std::is_floating_point_v<C>) {
-    if (a != a || b != b) return std::numeric_limits<C>::quiet_NaN();
+    m = std::isnan(b) ? b : m;
+    m = std::isnan(a) ? a : m;
   }
-  return b < a ? b : a;  // std::min
+  return m;
 }
 
 // ---- drivers ------------------------------------------------------------------------

@@ -225,6 +225,7 @@ void map_impl(const TensorArg& out, const std::array<const TensorArg*, sizeof...
     for (int64_t j0 = 0; j0 < n; j0 += kBuffer) {
       const int64_t m = std::min(kBuffer, n - j0);
       (load_run(std::get<K>(buf).data(), p[K + 1] + j0 * s[K + 1], s[K + 1], ins[K]->dtype, m), ...);
+#pragma omp simd
       for (int64_t j = 0; j < m; ++j) obuf[size_t(j)] = f(std::get<K>(buf)[size_t(j)]...);
       store_run(p[0] + j0 * s[0], s[0], out.dtype, obuf.data(), m);
     }

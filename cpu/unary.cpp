@@ -1,15 +1,41 @@
 // Unary elementwise kernels (eager/ops/unary.cpp) and the fused backward
 // kernels of the activations. Every kernel reads and writes arbitrary strides
 // (in-place rows write through views) and computes float16/bfloat16 in
-// float32 (cpu/elementwise.h). Formulas follow PyTorch's CPU kernels so the
-// values match it bit for bit where the C library agrees.
+// float32 (cpu/elementwise.h). Formulas follow PyTorch's CPU kernels; in
+// float32 exp, tanh and erf are the vectorizable ones of cpu/vec_math.h.
+// The elementwise loops must vectorize. With GCC's default -ftrapping-math a
+// select whose comparison ends up inside a branch (after jump threading)
+// blocks if-conversion and so vectorization; no IEEE result depends on the
+// flag (it only promises that floating point exceptions are not observed).
+// Set before any include so every inlined function carries it.
+#pragma GCC optimize("no-trapping-math")
+
 #include <cmath>
 #include <type_traits>
 
 #include "cpu/elementwise.h"
+#include "cpu/vec_math.h"
 
 namespace dtr::cpu {
 namespace {
+
+// exp, tanh and erf in the compute type: the vectorizable float32 versions
+// of cpu/vec_math.h, the C library's in float64.
+template <typename C>
+C exp_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return vec_math::exp(x);
+  else return std::exp(x);
+}
+template <typename C>
+C tanh_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return vec_math::tanh(x);
+  else return std::tanh(x);
+}
+template <typename C>
+C erf_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return vec_math::erf(x);
+  else return std::erf(x);
+}
 
 template <typename C>
 C negate(C x) {
@@ -71,17 +97,23 @@ void clamp_kernel(const KernelContext& c) {
     using C = decltype(tag);
     const C lo = C(min), hi = C(max);
     // min(max(x, lo), hi) as torch.clamp: NaN stays NaN; min > max gives max.
-    map_elements<C, C>(c.outputs[0], {&c.inputs[0]}, [=](C x) {
-      if (x != x) return x;
-      if (has_min && x < lo) x = lo;
-      if (has_max && x > hi) x = hi;
-      return x;
-    });
+    // One loop per case keeps the selects branch-free (vectorizable).
+    const TensorArg& out = c.outputs[0];
+    if (has_min && has_max) {
+      map_elements<C, C>(out, {&c.inputs[0]}, [=](C x) {
+        const C r = x < lo ? lo : x;
+        return r > hi ? hi : r;
+      });
+    } else if (has_min) {
+      map_elements<C, C>(out, {&c.inputs[0]}, [=](C x) { return x < lo ? lo : x; });
+    } else {
+      map_elements<C, C>(out, {&c.inputs[0]}, [=](C x) { return x > hi ? hi : x; });
+    }
   });
 }
 
 void exp_kernel(const KernelContext& c) {
-  unary_floating(c, "exp", [](auto x) { return std::exp(x); });
+  unary_floating(c, "exp", [](auto x) { return exp_of(x); });
 }
 void log_kernel(const KernelContext& c) {
   unary_floating(c, "log", [](auto x) { return std::log(x); });
@@ -93,12 +125,12 @@ void rsqrt_kernel(const KernelContext& c) {
   unary_floating(c, "rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
 }
 void tanh_kernel(const KernelContext& c) {
-  unary_floating(c, "tanh", [](auto x) { return std::tanh(x); });
+  unary_floating(c, "tanh", [](auto x) { return tanh_of(x); });
 }
 void sigmoid_kernel(const KernelContext& c) {
   unary_floating(c, "sigmoid", [](auto x) {
     using C = decltype(x);
-    return C(1) / (C(1) + std::exp(-x));
+    return C(1) / (C(1) + exp_of(-x));
   });
 }
 void reciprocal_kernel(const KernelContext& c) {
@@ -107,7 +139,7 @@ void reciprocal_kernel(const KernelContext& c) {
 void silu_kernel(const KernelContext& c) {
   unary_floating(c, "silu", [](auto x) {
     using C = decltype(x);
-    return x / (C(1) + std::exp(-x));
+    return x / (C(1) + exp_of(-x));
   });
 }
 
@@ -120,13 +152,13 @@ void gelu_kernel(const KernelContext& c) {
       const C kKappa = C(0.044715);
       const C x_cube = x * x * x;
       const C inner = kBeta * (x + kKappa * x_cube);
-      return C(0.5) * x * (C(1) + std::tanh(inner));
+      return C(0.5) * x * (C(1) + tanh_of(inner));
     });
   } else {
     unary_floating(c, "gelu", [](auto x) {
       using C = decltype(x);
       const C kAlpha = C(M_SQRT1_2);
-      return x * C(0.5) * (C(1) + std::erf(x * kAlpha));
+      return x * C(0.5) * (C(1) + erf_of(x * kAlpha));
     });
   }
 }
@@ -169,7 +201,9 @@ void tanh_backward_kernel(const KernelContext& c) {
 void abs_backward_kernel(const KernelContext& c) {
   backward_floating(c, "abs_backward", [](auto dy, auto x) {
     using C = decltype(dy);
-    return x > 0 ? dy : (x < 0 ? -dy : C(0));
+    const C positive = x > 0 ? C(1) : C(0);
+    const C negative = x < 0 ? C(1) : C(0);
+    return dy * (positive - negative);
   });
 }
 
@@ -177,7 +211,7 @@ void abs_backward_kernel(const KernelContext& c) {
 void silu_backward_kernel(const KernelContext& c) {
   backward_floating(c, "silu_backward", [](auto dy, auto x) {
     using C = decltype(dy);
-    const C s = C(1) / (C(1) + std::exp(-x));
+    const C s = C(1) / (C(1) + exp_of(-x));
     return dy * s * (C(1) + x * (C(1) - s));
   });
 }
@@ -192,7 +226,7 @@ void gelu_backward_kernel(const KernelContext& c) {
       const C x_sq = x * x;
       const C x_cube = x_sq * x;
       const C inner = kBeta * (x + kKappa * x_cube);
-      const C tanh_inner = std::tanh(inner);
+      const C tanh_inner = tanh_of(inner);
       const C left = C(0.5) * x;
       const C right = C(1) + tanh_inner;
       const C left_derivative = C(0.5) * right;
@@ -206,8 +240,8 @@ void gelu_backward_kernel(const KernelContext& c) {
       using C = decltype(dy);
       const C kBeta = C(M_2_SQRTPI * M_SQRT1_2 * 0.5);
       const C kAlpha = C(M_SQRT1_2);
-      const C cdf = C(0.5) * (C(1) + std::erf(x * kAlpha));
-      const C pdf = kBeta * std::exp(x * x * C(-0.5));
+      const C cdf = C(0.5) * (C(1) + erf_of(x * kAlpha));
+      const C pdf = kBeta * exp_of(x * x * C(-0.5));
       return dy * (cdf + x * pdf);
     });
   }

@@ -83,6 +83,61 @@ TEST(Unary, Float32ValuesMatchPyTorch) {
                                  0.3112296760082245, 1.7615940570831299}, 0, ulp));
 }
 
+// float32 exp/tanh/erf are vectorizable approximations (cpu/vec_math.h):
+// check them against float64 on a dense grid, and at the special values.
+TEST(Unary, Float32TranscendentalsAreAccurate) {
+  std::vector<float> xs;
+  for (int i = -200000; i <= 200000; ++i) xs.push_back(float(i) * 1e-4f);  // [-20, 20]
+  for (int i = -1040; i <= 890; ++i) xs.push_back(float(i) * 0.1f);         // exp's range
+  const Tensor x = from_vector(xs);
+  const auto e = exp(x).to_vector<float>();
+  const auto t = tanh(x).to_vector<float>();
+  const auto s = sigmoid(x).to_vector<float>();
+  const auto g = gelu(x).to_vector<float>();
+  const auto gt = gelu(x, "tanh").to_vector<float>();
+  double worst_exp = 0, worst_tanh = 0, worst_sigmoid = 0, worst_gelu = 0, worst_gelu_tanh = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    const double ex = std::exp(v);
+    if (ex > 1.2e-38 && ex < 3.4e38) worst_exp = std::max(worst_exp, std::abs(e[i] - ex) / ex);
+    const double th = std::tanh(v);
+    if (th != 0) worst_tanh = std::max(worst_tanh, std::abs(t[i] - th) / std::abs(th));
+    const double sg = 1 / (1 + std::exp(-v));
+    if (sg > 1.2e-38) worst_sigmoid = std::max(worst_sigmoid, std::abs(s[i] - sg) / sg);
+    const double ge = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    worst_gelu = std::max(worst_gelu, std::abs(g[i] - ge) / std::max(std::abs(v), 1e-3));
+    const double inner = std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v);
+    const double get = 0.5 * v * (1 + std::tanh(inner));
+    worst_gelu_tanh = std::max(worst_gelu_tanh, std::abs(gt[i] - get) / std::max(std::abs(v), 1e-3));
+  }
+  EXPECT_LT(worst_exp, 2.4e-7);        // 2 ulp
+  EXPECT_LT(worst_tanh, 3e-7);
+  EXPECT_LT(worst_sigmoid, 4e-7);
+  // gelu errors relative to |x|: erf is within ~5e-7 absolute (as PyTorch's).
+  EXPECT_LT(worst_gelu, 4e-7);
+  EXPECT_LT(worst_gelu_tanh, 4e-7);
+  const float inf = INFINITY, nan = NAN;
+  const auto sp = exp(from_vector(std::vector<float>{inf, -inf, nan, 100.0f, -110.0f})).to_vector<float>();
+  EXPECT_EQ(sp[0], inf);
+  EXPECT_EQ(sp[1], 0.0f);
+  EXPECT_TRUE(std::isnan(sp[2]));
+  EXPECT_EQ(sp[3], inf);
+  EXPECT_EQ(sp[4], 0.0f);
+  const auto tp = tanh(from_vector(std::vector<float>{inf, -inf, nan, 1e-20f})).to_vector<float>();
+  EXPECT_EQ(tp[0], 1.0f);
+  EXPECT_EQ(tp[1], -1.0f);
+  EXPECT_TRUE(std::isnan(tp[2]));
+  EXPECT_EQ(tp[3], 1e-20f);
+  const auto gp = gelu(from_vector(std::vector<float>{inf, -inf, 0.0f, -30.0f})).to_vector<float>();
+  EXPECT_EQ(gp[0], inf);
+  EXPECT_EQ(gp[2], 0.0f);
+  EXPECT_EQ(gp[3], -0.0f);
+  const auto sgp = sigmoid(from_vector(std::vector<float>{-inf, inf, -200.0f})).to_vector<float>();
+  EXPECT_EQ(sgp[0], 0.0f);
+  EXPECT_EQ(sgp[1], 1.0f);
+  EXPECT_EQ(sgp[2], 0.0f);
+}
+
 TEST(Unary, HalfPrecisionComputesInFloat32AndRounds) {
   const Tensor h = f32({-1.5f, 0.5f, 1.0f, 3.0f}).to(kFloat16);
   const Tensor e = exp(h);
@@ -157,10 +212,12 @@ TEST(Unary, StridedAndLargeInputsMatchContiguous) {
                   +[](const Tensor& t) { return clamp(t, -0.5, 0.5); }}) {
     EXPECT_TRUE(testing::bitwise_equal(fn(xt), fn(xc)));
   }
-  // Elementwise correctness at a few positions of the big tensor.
+  // Elementwise correctness at a few positions of the big tensor (float32
+  // exp is within an ulp of the exact value).
   const auto v = x.to_vector<float>();
   const auto e = exp(x).to_vector<float>();
-  for (size_t k : {size_t(0), size_t(12345), v.size() - 1}) EXPECT_EQ(e[k], std::exp(v[k]));
+  for (size_t k : {size_t(0), size_t(12345), v.size() - 1})
+    EXPECT_NEAR(e[k], std::exp(double(v[k])), 1.2e-7 * std::exp(double(v[k])));
   // A step slice (stride 2) through the strided path.
   const Tensor s = f64({-1, 10, -2, 20, -3, 30}).slice(0, 0, std::nullopt, 2);
   EXPECT_TRUE(allclose(abs(s), {1, 2, 3}, 0, 0));

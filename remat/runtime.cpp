@@ -256,11 +256,12 @@ struct Runtime::Impl {
   void rematerialize(Storage& target) {
     struct Frame {
       Storage* s;
+      size_t parent;  // index of the frame whose replay needs s (kNoParent for target)
       bool expanded = false;
       std::vector<Storage*> locked;  // inputs held resident for this frame's replay
     };
     std::vector<Frame> stack;
-    stack.push_back(Frame{&target});
+    stack.push_back(Frame{&target, kNoParent});
     try {
       while (!stack.empty()) {
         const size_t top = stack.size() - 1;
@@ -280,7 +281,7 @@ struct Runtime::Impl {
               ++in->lock_count;
               stack[top].locked.push_back(in.get());
             } else {
-              stack.push_back(Frame{in.get()});
+              stack.push_back(Frame{in.get(), top});
             }
           }
           continue;
@@ -294,17 +295,22 @@ struct Runtime::Impl {
     }
   }
 
+  static constexpr size_t kNoParent = ~size_t{0};
+
   // Pops the top frame (whose storage is resident) and hands it, locked, to
-  // the frame below.
+  // its parent frame: the one whose replay reads it. (Not simply the frame
+  // below, which may be a sibling input: it would unlock this storage after
+  // its own replay, and the parent's output allocation could then evict it.)
   template <typename Frames>
   void finish_frame(Frames& stack) {
     auto& f = stack.back();
     Storage* s = f.s;
+    const size_t parent = f.parent;
     unlock_all(f.locked, clock);
     stack.pop_back();
-    if (!stack.empty()) {
+    if (parent != kNoParent) {
       ++s->lock_count;
-      stack.back().locked.push_back(s);
+      stack[parent].locked.push_back(s);
     }
   }
 

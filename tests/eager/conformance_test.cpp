@@ -1,0 +1,714 @@
+// The op conformance harness (DESIGN.md "Testing"): every op of eager/ops.h,
+// one row per case, checked against PyTorch reference values committed in
+// tests/golden/golden.txt (written by tests/golden/gen_golden.py; the format
+// is described there). For each case:
+//   Conformance.Float64/<case>        values and input gradients vs PyTorch, rtol 1e-10
+//   Conformance.Float32/<case>        the same in float32, rtol 1e-5
+//   Conformance.BudgetBitwise/<case>  forward + backward again under a tight memory
+//                                     budget: bitwise equal to the unlimited run
+//   ConformanceGradcheck.Float64/<case>  finite differences (differentiable cases)
+// Gradients are those of L = sum_k sum(out_k * w_k) with the generator's weights.
+// The rows of kCases mirror the generator's lambdas, name for name.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/logging.h"
+#include "dtr/dtr.h"
+#include "tests/testing.h"
+
+namespace dtr {
+namespace {
+
+using Inputs = std::vector<Tensor>;
+using Outputs = std::vector<Tensor>;
+/// A case: the op call on rebuilt inputs; `dt` is the run's floating dtype
+/// (creation ops use it).
+using CaseFn = std::function<Outputs(const Inputs& x, DType dt)>;
+
+template <typename... T>
+Outputs outs(const std::tuple<T...>& t) {
+  return std::apply([](const auto&... e) { return Outputs{e...}; }, t);
+}
+
+// ---------------------------------------------------------------------------- the table
+// Keep in the same order and with the same names as gen_golden.py.
+
+#define CASE(name, ...) \
+  { name, [](const Inputs& x, DType dt) -> Outputs { (void)x; (void)dt; return __VA_ARGS__; } }
+
+Outputs batch_norm_case(const Inputs& x, bool training, bool affine) {
+  Tensor rm = x[1], rv = x[2];
+  Tensor out = batch_norm(x[0], rm, rv, affine ? x[3] : Tensor(), affine ? x[4] : Tensor(), training,
+                          0.1, 1e-5);
+  // The running statistics after the call (updated in place in training).
+  return {out, rm.clone(), rv.clone()};
+}
+
+const std::vector<std::pair<std::string, CaseFn>>& cases() {
+  static const std::vector<std::pair<std::string, CaseFn>> table = {
+      // ---- creation
+      CASE("zeros", {zeros({2, 3}, dt)}),
+      CASE("ones", {ones({2, 3}, dt)}),
+      CASE("full", {full({2, 2}, 2.5, dt)}),
+      CASE("arange_end", {arange(5)}),
+      CASE("arange_start_step", {arange(1.0, 2.0, 0.25, dt)}),
+      CASE("arange_negative_step", {arange(5, -3, -2)}),
+      CASE("zeros_like", {zeros_like(x[0])}),
+      CASE("ones_like", {ones_like(x[0])}),
+      CASE("full_like", {full_like(x[0], -1.5)}),
+      // ---- unary
+      CASE("neg", {neg(x[0])}),
+      CASE("abs", {abs(x[0])}),
+      CASE("exp", {exp(x[0])}),
+      CASE("log", {log(x[0])}),
+      CASE("sqrt", {sqrt(x[0])}),
+      CASE("rsqrt", {rsqrt(x[0])}),
+      CASE("tanh", {tanh(x[0])}),
+      CASE("sigmoid", {sigmoid(x[0])}),
+      CASE("relu", {relu(x[0])}),
+      CASE("reciprocal", {reciprocal(x[0])}),
+      CASE("gelu", {gelu(x[0])}),
+      CASE("gelu_tanh", {gelu(x[0], "tanh")}),
+      CASE("silu", {silu(x[0])}),
+      CASE("clamp", {clamp(x[0], -0.5, 0.5)}),
+      CASE("clamp_min", {clamp(x[0], -0.25, std::nullopt)}),
+      CASE("clamp_max", {clamp(x[0], std::nullopt, 0.25)}),
+      // ---- binary
+      CASE("add", {add(x[0], x[1])}),
+      CASE("add_alpha", {add(x[0], x[1], 2.5)}),
+      CASE("add_broadcast", {add(x[0], x[1])}),
+      CASE("add_scalar", {add(x[0], 1.5)}),
+      CASE("add_int64", {add(x[0], x[1])}),
+      CASE("sub", {sub(x[0], x[1])}),
+      CASE("sub_alpha", {sub(x[0], x[1], 0.5)}),
+      CASE("sub_broadcast", {sub(x[0], x[1])}),
+      CASE("sub_scalar", {sub(x[0], 0.75)}),
+      CASE("rsub_scalar", {2.0 - x[0]}),
+      CASE("mul", {mul(x[0], x[1])}),
+      CASE("mul_broadcast", {mul(x[0], x[1])}),
+      CASE("mul_scalar", {mul(x[0], -3.0)}),
+      CASE("mul_int64", {mul(x[0], x[1])}),
+      CASE("div", {div(x[0], x[1])}),
+      CASE("div_broadcast", {div(x[0], x[1])}),
+      CASE("div_scalar", {div(x[0], 4.0)}),
+      CASE("rdiv_scalar", {3.0 / x[0]}),
+      CASE("pow", {pow(x[0], x[1])}),
+      CASE("pow_broadcast", {pow(x[0], x[1])}),
+      CASE("pow_scalar_2", {pow(x[0], 2.0)}),
+      CASE("pow_scalar_3", {pow(x[0], 3)}),
+      CASE("pow_scalar_half", {pow(x[0], 0.5)}),
+      CASE("pow_scalar_neg", {pow(x[0], -1.5)}),
+      CASE("maximum", {maximum(x[0], x[1])}),
+      CASE("maximum_broadcast", {maximum(x[0], x[1])}),
+      CASE("minimum", {minimum(x[0], x[1])}),
+      CASE("minimum_broadcast", {minimum(x[0], x[1])}),
+      // ---- comparisons
+      CASE("eq", {eq(x[0], x[1])}),
+      CASE("eq_broadcast", {eq(x[0], x[1])}),
+      CASE("eq_scalar", {eq(x[0], 0.5)}),
+      CASE("ne", {ne(x[0], x[1])}),
+      CASE("ne_broadcast", {ne(x[0], x[1])}),
+      CASE("ne_scalar", {ne(x[0], 0.5)}),
+      CASE("lt", {lt(x[0], x[1])}),
+      CASE("lt_broadcast", {lt(x[0], x[1])}),
+      CASE("lt_scalar", {lt(x[0], 0.5)}),
+      CASE("le", {le(x[0], x[1])}),
+      CASE("le_broadcast", {le(x[0], x[1])}),
+      CASE("le_scalar", {le(x[0], 0.5)}),
+      CASE("gt", {gt(x[0], x[1])}),
+      CASE("gt_broadcast", {gt(x[0], x[1])}),
+      CASE("gt_scalar", {gt(x[0], 0.5)}),
+      CASE("ge", {ge(x[0], x[1])}),
+      CASE("ge_broadcast", {ge(x[0], x[1])}),
+      CASE("ge_scalar", {ge(x[0], 0.5)}),
+      // ---- where
+      CASE("where", {where(x[0], x[1], x[2])}),
+      CASE("where_broadcast", {where(x[0], x[1], x[2])}),
+      // ---- reductions
+      CASE("sum_all", {sum(x[0])}),
+      CASE("sum_dim", {sum(x[0], {1})}),
+      CASE("sum_dims_keepdim", {sum(x[0], {0, 2}, true)}),
+      CASE("sum_negative_dim", {sum(x[0], {-1})}),
+      CASE("sum_int64", {sum(x[0], {1})}),
+      CASE("mean_all", {mean(x[0])}),
+      CASE("mean_dim", {mean(x[0], {-1})}),
+      CASE("mean_dims_keepdim", {mean(x[0], {0, 1}, true)}),
+      CASE("max_all", {max(x[0])}),
+      CASE("max_dim", outs(max(x[0], 1))),
+      CASE("max_dim_keepdim", outs(max(x[0], -1, true))),
+      CASE("argmax", {argmax(x[0], 2)}),
+      CASE("argmax_keepdim", {argmax(x[0], 0, true)}),
+      CASE("var_all", {var(x[0], {}, 1)}),
+      CASE("var_dim", {var(x[0], {1}, 1)}),
+      CASE("var_correction0_keepdim", {var(x[0], {0, 2}, 0, true)}),
+      // ---- matmul / linear
+      CASE("matmul_2d", {matmul(x[0], x[1])}),
+      CASE("matmul_dot", {matmul(x[0], x[1])}),
+      CASE("matmul_1d_2d", {matmul(x[0], x[1])}),
+      CASE("matmul_2d_1d", {matmul(x[0], x[1])}),
+      CASE("matmul_batched", {matmul(x[0], x[1])}),
+      CASE("matmul_batched_2d", {matmul(x[0], x[1])}),
+      CASE("matmul_broadcast", {matmul(x[0], x[1])}),
+      CASE("matmul_1d_batched", {matmul(x[0], x[1])}),
+      CASE("linear", {linear(x[0], x[1], x[2])}),
+      CASE("linear_no_bias", {linear(x[0], x[1])}),
+      CASE("linear_1d", {linear(x[0], x[1], x[2])}),
+      // ---- softmax family and losses
+      CASE("softmax", {softmax(x[0], -1)}),
+      CASE("softmax_dim0", {softmax(x[0], 0)}),
+      CASE("log_softmax", {log_softmax(x[0], 1)}),
+      CASE("log_softmax_last", {log_softmax(x[0], -1)}),
+      CASE("cross_entropy", {cross_entropy(x[0], x[1])}),
+      CASE("cross_entropy_sum", {cross_entropy(x[0], x[1], -100, "sum")}),
+      CASE("cross_entropy_none", {cross_entropy(x[0], x[1], -100, "none")}),
+      CASE("cross_entropy_ignore_index", {cross_entropy(x[0], x[1], 2)}),
+      CASE("cross_entropy_spatial", {cross_entropy(x[0], x[1])}),
+      CASE("nll_loss", {nll_loss(x[0], x[1])}),
+      CASE("nll_loss_sum", {nll_loss(x[0], x[1], -100, "sum")}),
+      CASE("nll_loss_none", {nll_loss(x[0], x[1], 2, "none")}),
+      CASE("mse_loss", {mse_loss(x[0], x[1])}),
+      CASE("mse_loss_sum", {mse_loss(x[0], x[1], "sum")}),
+      CASE("mse_loss_none", {mse_loss(x[0], x[1], "none")}),
+      // ---- normalization
+      CASE("layer_norm", {layer_norm(x[0], {4}, x[1], x[2])}),
+      CASE("layer_norm_2d_no_affine", {layer_norm(x[0], {3, 4})}),
+      CASE("layer_norm_eps", {layer_norm(x[0], {4}, x[1], x[2], 0.1)}),
+      CASE("rms_norm", {rms_norm(x[0], {4}, x[1], 1e-5)}),
+      CASE("rms_norm_default_eps", {rms_norm(x[0], {3, 4})}),
+      CASE("batch_norm_train", batch_norm_case(x, true, true)),
+      CASE("batch_norm_eval", batch_norm_case(x, false, true)),
+      CASE("batch_norm_train_2d_no_affine", batch_norm_case(x, true, false)),
+      // ---- embedding, dropout in its deterministic settings
+      CASE("embedding", {embedding(x[0], x[1])}),
+      CASE("dropout_eval", {dropout(x[0], 0.5, false)}),
+      CASE("dropout_p0", {dropout(x[0], 0.0, true)}),
+      // ---- convolution and pooling
+      CASE("conv2d", {conv2d(x[0], x[1], x[2])}),
+      CASE("conv2d_stride_padding", {conv2d(x[0], x[1], x[2], {2, 2}, {1, 1})}),
+      CASE("conv2d_dilation", {conv2d(x[0], x[1], Tensor(), {1, 1}, {0, 0}, {2, 2})}),
+      CASE("conv2d_groups", {conv2d(x[0], x[1], x[2], {1, 1}, {1, 1}, {1, 1}, 2)}),
+      CASE("conv2d_rect", {conv2d(x[0], x[1], x[2], {2, 1}, {0, 1})}),
+      CASE("conv2d_depthwise", {conv2d(x[0], x[1], Tensor(), {1, 1}, {0, 0}, {1, 1}, 3)}),
+      CASE("max_pool2d", {max_pool2d(x[0], {2, 2})}),
+      CASE("max_pool2d_stride_padding", {max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})}),
+      CASE("max_pool2d_rect", {max_pool2d(x[0], {2, 3}, {1, 2})}),
+      CASE("avg_pool2d", {avg_pool2d(x[0], {2, 2})}),
+      CASE("avg_pool2d_stride_padding", {avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})}),
+      CASE("adaptive_avg_pool2d", {adaptive_avg_pool2d(x[0], {2, 3})}),
+      CASE("adaptive_avg_pool2d_global", {adaptive_avg_pool2d(x[0], {1, 1})}),
+      // ---- views
+      CASE("view", {view(x[0], {6, 4})}),
+      CASE("view_infer", {view(x[0], {4, -1})}),
+      CASE("reshape_noncontiguous", {reshape(transpose(x[0], 0, 2), {-1, 6})}),
+      CASE("transpose", {transpose(x[0], 0, 2)}),
+      CASE("permute", {permute(x[0], {2, 0, 1})}),
+      CASE("slice", {slice(x[0], 1, 1, 3)}),
+      CASE("slice_step", {slice(x[0], 2, 1, std::nullopt, 2)}),
+      CASE("slice_negative_start", {slice(x[0], 1, -2, std::nullopt)}),
+      CASE("slice_end_past_size", {slice(x[0], 2, 1, 100)}),
+      CASE("narrow", {narrow(x[0], 2, 1, 2)}),
+      CASE("select", {select(x[0], 1, 1)}),
+      CASE("select_negative", {select(x[0], 2, -1)}),
+      CASE("unsqueeze", {unsqueeze(x[0], 1)}),
+      CASE("unsqueeze_last", {unsqueeze(x[0], -1)}),
+      CASE("squeeze", {squeeze(x[0])}),
+      CASE("squeeze_dim", {squeeze(x[0], 1)}),
+      CASE("expand", {expand(x[0], {2, 3, 4})}),
+      CASE("flatten", {flatten(x[0], 1)}),
+      CASE("flatten_all", {flatten(x[0])}),
+      CASE("contiguous", {contiguous(transpose(x[0], 1, 2))}),
+      CASE("view_chain",
+           {mul(unsqueeze(slice(slice(permute(x[0], {1, 0, 2}), 0, 1, std::nullopt), 2, std::nullopt,
+                                std::nullopt, 3),
+                          0),
+                2.0)}),
+      // ---- joining and indexing
+      CASE("cat", {cat({x[0], x[1], x[2]}, 0)}),
+      CASE("cat_dim1", {cat({x[0], x[1]}, 1)}),
+      CASE("cat_negative_dim", {cat({x[0], x[1]}, -1)}),
+      CASE("stack", {stack({x[0], x[1]}, 0)}),
+      CASE("stack_dim1", {stack({x[0], x[1], x[2]}, 1)}),
+      CASE("split", split(x[0], 2, 0)),
+      CASE("split_dim1", split(x[0], 3, 1)),
+      CASE("chunk", chunk(x[0], 3, 1)),
+      CASE("chunk_even", chunk(x[0], 3, 0)),
+      CASE("index_select", {index_select(x[0], 0, x[1])}),
+      CASE("index_select_dim1", {index_select(x[0], 1, x[1])}),
+      CASE("gather", {gather(x[0], 1, x[1])}),
+      CASE("gather_dim0", {gather(x[0], 0, x[1])}),
+      CASE("masked_fill", {masked_fill(x[0], x[1], -2.0)}),
+      CASE("masked_fill_broadcast", {masked_fill(x[0], x[1], 3.5)}),
+      CASE("tril", {tril(x[0])}),
+      CASE("tril_diagonal", {tril(x[0], -1)}),
+      CASE("triu", {triu(x[0])}),
+      CASE("triu_diagonal", {triu(x[0], 2)}),
+      CASE("tril_batched", {tril(x[0])}),
+      // ---- attention
+      CASE("sdpa", {scaled_dot_product_attention(x[0], x[1], x[2])}),
+      CASE("sdpa_causal", {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true)}),
+      CASE("sdpa_causal_heads", {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true)}),
+      CASE("sdpa_scale", {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, false, 0.3)}),
+      CASE("sdpa_cross_length", {scaled_dot_product_attention(x[0], x[1], x[2])}),
+      CASE("sdpa_bool_mask", {scaled_dot_product_attention(x[0], x[1], x[2], x[3])}),
+      CASE("sdpa_float_mask", {scaled_dot_product_attention(x[0], x[1], x[2], x[3])}),
+  };
+  return table;
+}
+
+#undef CASE
+
+const CaseFn* find_case(const std::string& name) {
+  for (const auto& [n, fn] : cases())
+    if (n == name) return &fn;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------- the fixture
+
+struct InputSpec {
+  char kind = 'f';  // f, q: float formula; i: int64; b: bool
+  bool requires_grad = false;
+  Shape shape;
+  std::vector<double> values;  // host values (formula evaluated here for f, q)
+  double checksum = 0;         // generator's left-to-right sum (f, q)
+};
+
+struct OutputSpec {
+  char kind = 'f';  // f: the run's floating dtype; i: int64; b: bool
+  Shape shape;
+  std::vector<double> values;
+};
+
+struct GradSpec {
+  size_t input = 0;
+  bool none = false;  // PyTorch returned no gradient (input unused)
+  std::vector<double> values;
+};
+
+struct GoldenCase {
+  std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;
+  std::vector<GradSpec> grads;
+  bool differentiable() const { return !grads.empty(); }
+};
+
+struct Fixture {
+  std::map<std::string, GoldenCase> cases;
+  std::vector<std::string> order;
+  std::string error;  // non-empty when the file could not be read or parsed
+  uintmax_t bytes = 0;
+};
+
+std::filesystem::path fixture_path() {
+  if (const char* env = std::getenv("DTR_GOLDEN_FILE")) return env;
+  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden" / "golden.txt";
+}
+
+Shape read_shape(std::istringstream& in) {
+  int64_t ndim = 0;
+  in >> ndim;
+  Shape s;
+  for (int64_t d = 0; d < ndim; ++d) {
+    int64_t n = 0;
+    in >> n;
+    s.push_back(n);
+  }
+  return s;
+}
+
+std::vector<double> read_values(std::istringstream& in) {
+  std::vector<double> v;
+  std::string tok;
+  while (in >> tok) v.push_back(std::strtod(tok.c_str(), nullptr));
+  return v;
+}
+
+/// The generator's input formulas, evaluated in the same order of double operations.
+std::vector<double> formula(char kind, int64_t n, double phase, double scale, double shift) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double s = std::sin(0.37 * double(i) + phase);
+    v[size_t(i)] = kind == 'q' ? std::floor(2.0 * s + 0.5) / 2.0 : shift + scale * s;
+  }
+  return v;
+}
+
+const Fixture& fixture() {
+  static const Fixture fx = [] {
+    Fixture f;
+    const auto path = fixture_path();
+    std::ifstream file(path);
+    if (!file) {
+      f.error = "cannot open " + path.string();
+      return f;
+    }
+    f.bytes = std::filesystem::file_size(path);
+    std::string line, current;
+    GoldenCase gc;
+    int line_no = 0;
+    while (std::getline(file, line)) {
+      ++line_no;
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream in(line);
+      std::string tag;
+      in >> tag;
+      if (tag == "case") {
+        in >> current;
+        gc = GoldenCase{};
+      } else if (tag == "input") {
+        InputSpec s;
+        in >> s.kind;
+        if (s.kind == 'f' || s.kind == 'q') {
+          double phase = 0, scale = 1, shift = 0;
+          int rg = 0;
+          in >> phase >> scale >> shift >> rg;
+          s.requires_grad = rg != 0;
+          s.shape = read_shape(in);
+          in >> s.checksum;
+          s.values = formula(s.kind, numel(s.shape), phase, scale, shift);
+        } else {
+          s.shape = read_shape(in);
+          s.values = read_values(in);
+        }
+        gc.inputs.push_back(std::move(s));
+      } else if (tag == "output") {
+        OutputSpec o;
+        in >> o.kind;
+        o.shape = read_shape(in);
+        o.values = read_values(in);
+        gc.outputs.push_back(std::move(o));
+      } else if (tag == "grad") {
+        GradSpec g;
+        std::string rest;
+        in >> g.input;
+        if (in >> rest && rest == "none") {
+          g.none = true;
+        } else {
+          g.values.push_back(std::strtod(rest.c_str(), nullptr));
+          for (double v : read_values(in)) g.values.push_back(v);
+        }
+        gc.grads.push_back(std::move(g));
+      } else if (tag == "end") {
+        f.order.push_back(current);
+        f.cases[current] = std::move(gc);
+        gc = GoldenCase{};
+      } else {
+        f.error = "line " + std::to_string(line_no) + ": unknown record '" + tag + "'";
+        return f;
+      }
+    }
+    return f;
+  }();
+  return fx;
+}
+
+const GoldenCase* golden(const std::string& name) {
+  const auto& cs = fixture().cases;
+  const auto it = cs.find(name);
+  return it == cs.end() ? nullptr : &it->second;
+}
+
+// ---------------------------------------------------------------------------- running a case
+
+Tensor make_input(const InputSpec& s, DType dt) {
+  switch (s.kind) {
+    case 'i': {
+      std::vector<int64_t> v(s.values.begin(), s.values.end());
+      return from_vector(v, s.shape);
+    }
+    case 'b': {
+      std::vector<bool> v;
+      for (double e : s.values) v.push_back(e != 0);
+      return from_vector(v, s.shape);
+    }
+    default: {
+      Tensor t;
+      if (dt == kFloat64) {
+        t = from_vector(s.values, s.shape);
+      } else {
+        t = from_vector(std::vector<float>(s.values.begin(), s.values.end()), s.shape);
+      }
+      if (s.requires_grad) t.requires_grad_();
+      return t;
+    }
+  }
+}
+
+/// The generator's weights w[i] = 0.5 + 0.37 * ((i * 7919) % 13) / 13.
+Tensor weights(const Shape& shape, DType dt) {
+  std::vector<double> w(size_t(numel(shape)));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5 + 0.37 * double((i * 7919) % 13) / 13.0;
+  if (dt == kFloat64) return from_vector(w, shape);
+  return from_vector(std::vector<float>(w.begin(), w.end()), shape);
+}
+
+struct Result {
+  Outputs outputs;
+  std::vector<Tensor> grads;  // one per input; undefined where none
+};
+
+/// Builds the inputs, runs the case, and back-propagates L = sum_k sum(out_k * w_k)
+/// over the floating outputs that require grad. With `evictable_inputs` the op
+/// sees clones of the leaves, so its inputs have lineage and may be evicted.
+/// `after_forward`, when given, runs between the forward and the backward.
+Result run_case(const CaseFn& fn, const GoldenCase& gc, DType dt, bool evictable_inputs = false,
+                const std::function<void()>& after_forward = {}) {
+  Inputs leaves, args;
+  for (const auto& s : gc.inputs) leaves.push_back(make_input(s, dt));
+  for (const auto& t : leaves) args.push_back(evictable_inputs ? t.clone() : t);
+  Result r;
+  r.outputs = fn(args, dt);
+  args.clear();
+  if (after_forward) after_forward();
+  Tensor loss;
+  for (const auto& o : r.outputs) {
+    if (!o.defined() || !o.is_floating_point() || !o.requires_grad()) continue;
+    Tensor term = sum(mul(o, weights(o.shape(), o.dtype())));
+    loss = loss.defined() ? add(loss, term) : term;
+  }
+  if (loss.defined()) loss.backward();
+  for (const auto& t : leaves) r.grads.push_back(t.requires_grad() ? t.grad() : Tensor());
+  return r;
+}
+
+struct Tolerance {
+  double rtol, atol;
+};
+
+Tolerance tolerance(DType dt) { return dt == kFloat64 ? Tolerance{1e-10, 1e-10} : Tolerance{1e-5, 1e-5}; }
+
+::testing::AssertionResult matches(const std::string& what, const Tensor& t, char kind, const Shape& shape,
+                                   const std::vector<double>& expected, DType dt) {
+  if (!t.defined()) return ::testing::AssertionFailure() << what << " is undefined";
+  const DType want = kind == 'f' ? dt : kind == 'i' ? kInt64 : kBool;
+  if (t.dtype() != want || t.shape() != shape)
+    return ::testing::AssertionFailure() << what << ": got " << t.str() << ", expected shape "
+                                         << shape_str(shape) << " dtype " << dtype_name(want);
+  const std::vector<double> got = t.to_vector<double>();
+  double scale = 1;
+  for (double e : expected)
+    if (std::isfinite(e)) scale = std::max(scale, std::abs(e));
+  const Tolerance tol = kind == 'f' ? tolerance(dt) : Tolerance{0, 0};
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = expected[i];
+    const bool same_special = (std::isnan(e) && std::isnan(got[i])) || (std::isinf(e) && got[i] == e);
+    if (!same_special && !(std::abs(got[i] - e) <= tol.atol * scale + tol.rtol * std::abs(e)))
+      return ::testing::AssertionFailure()
+             << what << " element " << i << " of " << got.size() << ": got " << got[i] << ", PyTorch "
+             << e << " (diff " << got[i] - e << ", shape " << shape_str(shape) << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void check_against_golden(const std::string& name, DType dt) {
+  const CaseFn* fn = find_case(name);
+  const GoldenCase* gc = golden(name);
+  ASSERT_NE(fn, nullptr);
+  ASSERT_NE(gc, nullptr) << "no fixture entry for '" << name << "': rerun tests/golden/gen_golden.py";
+  for (size_t k = 0; k < gc->inputs.size(); ++k) {
+    const InputSpec& s = gc->inputs[k];
+    if (s.kind != 'f' && s.kind != 'q') continue;
+    double sum = 0;
+    for (double v : s.values) sum += v;
+    ASSERT_NEAR(sum, s.checksum, 1e-12 * std::max(1.0, std::abs(s.checksum)))
+        << "input " << k << " rebuilt here differs from the generator's formula";
+  }
+  const Result r = run_case(*fn, *gc, dt);
+  ASSERT_EQ(r.outputs.size(), gc->outputs.size()) << "number of outputs";
+  for (size_t k = 0; k < r.outputs.size(); ++k) {
+    const OutputSpec& o = gc->outputs[k];
+    EXPECT_TRUE(matches("output " + std::to_string(k), r.outputs[k], o.kind, o.shape, o.values, dt));
+  }
+  for (const GradSpec& g : gc->grads) {
+    ASSERT_LT(g.input, r.grads.size());
+    const Tensor& got = r.grads[g.input];
+    const std::string what = "gradient of input " + std::to_string(g.input);
+    if (g.none) {
+      if (got.defined()) {
+        EXPECT_TRUE(matches(what, got, 'f', gc->inputs[g.input].shape,
+                            std::vector<double>(size_t(got.numel()), 0.0), dt));
+      }
+      continue;
+    }
+    EXPECT_TRUE(matches(what, got, 'f', gc->inputs[g.input].shape, g.values, dt));
+  }
+}
+
+/// A host-side constant copy of `t` (never evicted), for comparisons after `t` is gone.
+Tensor constant_copy(const Tensor& t) {
+  if (!t.defined()) return t;
+  const Shape flat{t.numel()};
+  Tensor c;
+  switch (t.dtype()) {
+    case kFloat32: c = from_vector(t.to_vector<float>(), flat); break;
+    case kFloat64: c = from_vector(t.to_vector<double>(), flat); break;
+    case kInt64: c = from_vector(t.to_vector<int64_t>(), flat); break;
+    case kBool: c = from_vector(t.to_vector<bool>(), flat); break;
+    default: ADD_FAILURE() << "constant_copy: unexpected dtype " << dtype_name(t.dtype()); return t;
+  }
+  return reshape(c, t.shape());  // a view: still the constant's storage (0-d included)
+}
+
+/// Restores an unlimited budget when the scope ends, whatever happens in it.
+struct UnlimitedBudgetOnExit {
+  ~UnlimitedBudgetOnExit() { remat::set_memory_budget(std::nullopt); }
+};
+
+/// Evicts every evictable storage, then puts `budget` back: what follows
+/// (the backward, reading results) must rematerialize what it touches.
+void evict_everything(int64_t budget) {
+  spdlog::logger& log = logger();
+  const auto level = log.level();
+  log.set_level(spdlog::level::err);  // "budget below the unevictable bytes" is expected here
+  remat::set_memory_budget(1);
+  log.set_level(level);
+  remat::set_memory_budget(budget);
+}
+
+// ---------------------------------------------------------------------------- the tests
+
+std::vector<std::string> all_case_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, fn] : cases()) names.push_back(n);
+  return names;
+}
+
+std::vector<std::string> differentiable_case_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, fn] : cases()) {
+    const GoldenCase* gc = golden(n);
+    if (gc != nullptr && gc->differentiable()) names.push_back(n);
+  }
+  return names;
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+TEST(ConformanceFixture, CoversEveryCaseOfTheTable) {
+  const Fixture& fx = fixture();
+  ASSERT_TRUE(fx.error.empty()) << fx.error;
+  EXPECT_LT(fx.bytes, 500u * 1024u) << "the fixture must stay small";
+  for (const auto& [n, fn] : cases()) EXPECT_TRUE(fx.cases.count(n)) << "fixture lacks case " << n;
+  for (const auto& n : fx.order) EXPECT_NE(find_case(n), nullptr) << "table lacks case " << n;
+  EXPECT_EQ(fx.order, all_case_names()) << "table and generator list the cases in different orders";
+}
+
+class Conformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Conformance, Float64) { check_against_golden(GetParam(), kFloat64); }
+
+TEST_P(Conformance, Float32) { check_against_golden(GetParam(), kFloat32); }
+
+// Note [replay equals original]: the same forward and backward under a tight
+// budget must produce bitwise the values of the unlimited run. The budget is
+// the smallest of a few fractions of the unlimited run's peak that does not
+// run out of memory, and everything evictable is evicted between the forward
+// and the backward, so the backward and the read-back replay the lineage.
+TEST_P(Conformance, BudgetBitwise) {
+  const CaseFn* fn = find_case(GetParam());
+  const GoldenCase* gc = golden(GetParam());
+  ASSERT_NE(fn, nullptr);
+  ASSERT_NE(gc, nullptr);
+  ASSERT_FALSE(remat::memory_budget().has_value()) << "an earlier test left a budget set";
+
+  // The unlimited run, and how many bytes it needed above what was resident.
+  std::vector<Tensor> expected_outputs, expected_grads;
+  int64_t needed = 0;
+  {
+    remat::reset_stats();
+    const int64_t before = remat::stats().resident_bytes;
+    const Result r = run_case(*fn, *gc, kFloat32, /*evictable_inputs=*/true);
+    needed = remat::stats().peak_bytes - before;
+    for (const auto& t : r.outputs) expected_outputs.push_back(constant_copy(t));
+    for (const auto& t : r.grads) expected_grads.push_back(constant_copy(t));
+  }
+
+  UnlimitedBudgetOnExit restore;
+  const int64_t base = remat::stats().resident_bytes;
+  std::optional<Result> r;
+  int64_t budget = 0;
+  remat::Stats st;
+  for (const double fraction : {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}) {
+    budget = base + std::max<int64_t>(1, int64_t(double(needed) * fraction));
+    remat::set_memory_budget(budget);
+    remat::reset_stats();
+    try {
+      r = run_case(*fn, *gc, kFloat32, /*evictable_inputs=*/true, [&] { evict_everything(budget); });
+      // Read everything back under the budget (may rematerialize; that can
+      // need more room than the first computation did).
+      for (const auto* ts : {&r->outputs, &r->grads}) {
+        for (const auto& t : *ts) {
+          if (t.defined()) (void)t.to_vector<double>();
+        }
+      }
+      st = remat::stats();
+      break;
+    } catch (const OutOfMemoryError&) {
+      r.reset();
+    }
+  }
+  ASSERT_TRUE(r.has_value()) << "OutOfMemoryError even at the unlimited run's peak (" << needed << " bytes)";
+  EXPECT_LE(st.peak_bytes, budget) << "Note [hard budget]";
+  remat::set_memory_budget(std::nullopt);  // any later rematerialization must replay bitwise too
+  RecordProperty("budget_bytes", std::to_string(budget - base) + "/" + std::to_string(needed));
+  RecordProperty("evictions", std::to_string(st.evictions));
+  RecordProperty("rematerializations", std::to_string(st.rematerializations));
+  EXPECT_GT(st.evictions, 0) << "nothing was evicted: the check did not exercise rematerialization";
+  EXPECT_GT(st.rematerializations, 0) << "nothing was rematerialized";
+
+  ASSERT_EQ(r->outputs.size(), expected_outputs.size());
+  for (size_t k = 0; k < expected_outputs.size(); ++k)
+    EXPECT_TRUE(testing::bitwise_equal(r->outputs[k], expected_outputs[k])) << "output " << k;
+  ASSERT_EQ(r->grads.size(), expected_grads.size());
+  for (size_t k = 0; k < expected_grads.size(); ++k) {
+    EXPECT_EQ(r->grads[k].defined(), expected_grads[k].defined()) << "gradient " << k;
+    if (r->grads[k].defined() && expected_grads[k].defined()) {
+      EXPECT_TRUE(testing::bitwise_equal(r->grads[k], expected_grads[k])) << "gradient " << k;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Conformance, ::testing::ValuesIn(all_case_names()), param_name);
+
+class ConformanceGradcheck : public ::testing::TestWithParam<std::string> {};
+
+// Finite differences in float64 on the floating outputs that require grad
+// (flattened and concatenated when there are several).
+TEST_P(ConformanceGradcheck, Float64) {
+  const CaseFn* fn = find_case(GetParam());
+  const GoldenCase* gc = golden(GetParam());
+  ASSERT_NE(fn, nullptr);
+  ASSERT_NE(gc, nullptr);
+  Inputs leaves;
+  for (const auto& s : gc->inputs) leaves.push_back(make_input(s, kFloat64));
+  std::vector<bool> use;
+  for (const auto& o : (*fn)(leaves, kFloat64))
+    use.push_back(o.defined() && o.is_floating_point() && o.requires_grad());
+  auto f = [&](const Inputs& in) {
+    const Outputs o = (*fn)(in, kFloat64);
+    std::vector<Tensor> parts;
+    for (size_t k = 0; k < o.size() && k < use.size(); ++k)
+      if (use[k]) parts.push_back(o[k]);
+    if (parts.size() == 1) return parts[0];
+    for (auto& p : parts) p = flatten(p);
+    return cat(parts, 0);
+  };
+  EXPECT_TRUE(testing::gradcheck(f, leaves));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ConformanceGradcheck, ::testing::ValuesIn(differentiable_case_names()),
+                         param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConformanceGradcheck);
+
+}  // namespace
+}  // namespace dtr

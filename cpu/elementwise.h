@@ -7,7 +7,8 @@
 // same f on the same values, so the result never depends on the layout:
 //  - typed: every operand is stored as the C++ type the functor takes; the
 //    innermost run is a plain (vectorizable) loop when it is contiguous,
-//    which is the float32 training path;
+//    which is the float32 training path, also when some inputs repeat one
+//    value along it (broadcast);
 //  - buffered: otherwise (float16/bfloat16 storage, mixed dtypes), runs are
 //    converted into small stack buffers, computed, and converted back.
 // Work is split over output elements only (Note [determinism]).
@@ -202,18 +203,42 @@ void map_impl(const TensorArg& out, const std::array<const TensorArg*, sizeof...
   if (typed) {
     for_each_run(L, base, [&](const std::array<std::byte*, N>& p, const std::array<int64_t, N>& s,
                               int64_t n) {
-      const bool contiguous = s[0] == int64_t(sizeof(R)) && ((s[K + 1] == int64_t(sizeof(In))) && ...);
+      R* o = reinterpret_cast<R*>(p[0]);
+      const bool out_contiguous = s[0] == int64_t(sizeof(R));
+      const bool contiguous = out_contiguous && ((s[K + 1] == int64_t(sizeof(In))) && ...);
       if (contiguous || n == 1) {
-        R* o = reinterpret_cast<R*>(p[0]);
         const std::tuple<const In*...> x{reinterpret_cast<const In*>(p[K + 1])...};
         // In-place ops pass o == an input exactly: element j reads then writes j only.
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) o[j] = f(std::get<K>(x)[j]...);
-      } else {
-        for (int64_t j = 0; j < n; ++j) {
-          *reinterpret_cast<R*>(p[0] + j * s[0]) =
-              f(*reinterpret_cast<const In*>(p[K + 1] + j * s[K + 1])...);
+        return;
+      }
+      const bool contiguous_or_repeated =
+          out_contiguous && ((s[K + 1] == int64_t(sizeof(In)) || s[K + 1] == 0) && ...);
+      if (contiguous_or_repeated) {
+        // Inputs that repeat one value along the run (a broadcast dim, e.g.
+        // (N, C) * (N, 1)) read from a filled buffer, so the loop stays
+        // contiguous and vectorizes.
+        std::tuple<std::array<In, kBuffer>...> repeated;
+        const int64_t fill = std::min(n, kBuffer);
+        ((s[K + 1] == 0 ? (void)std::fill_n(std::get<K>(repeated).data(), fill,
+                                            *reinterpret_cast<const In*>(p[K + 1]))
+                        : (void)0),
+         ...);
+        for (int64_t j0 = 0; j0 < n; j0 += kBuffer) {
+          const int64_t m = std::min(kBuffer, n - j0);
+          const std::tuple<const In*...> x{
+              (s[K + 1] == 0 ? std::get<K>(repeated).data()
+                             : reinterpret_cast<const In*>(p[K + 1]) + j0)...};
+          R* oj = o + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < m; ++j) oj[j] = f(std::get<K>(x)[j]...);
         }
+        return;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        *reinterpret_cast<R*>(p[0] + j * s[0]) =
+            f(*reinterpret_cast<const In*>(p[K + 1] + j * s[K + 1])...);
       }
     });
     return;

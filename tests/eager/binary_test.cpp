@@ -191,6 +191,12 @@ TEST(Binary, StridedAndLargeInputsMatchContiguous) {
   const auto xv = x.to_vector<float>(), bv = bias.to_vector<float>();
   for (size_t k : {size_t(0), size_t(299), size_t(300), size_t(40000), xv.size() - 1})
     EXPECT_EQ(s[k], xv[k] + bv[k % 300]);
+  // An input repeated along the inner dim ((N, C) * (N, 1)) and a 0-d tensor
+  // give the same bits as the materialized operands and the scalar form.
+  const Tensor col = randn({257, 1});
+  EXPECT_TRUE(testing::bitwise_equal(mul(x, col), mul(x, col.expand({257, 300}).contiguous())));
+  EXPECT_TRUE(testing::bitwise_equal(sub(col, x), sub(col.expand({257, 300}).contiguous(), x)));
+  EXPECT_TRUE(testing::bitwise_equal(mul(x, full({}, 0.5)), mul(x, 0.5)));
   // Scalar fast path.
   const auto m = mul(x, 0.5).to_vector<float>();
   for (size_t k : {size_t(0), size_t(7777), xv.size() - 1}) EXPECT_EQ(m[k], xv[k] * 0.5f);

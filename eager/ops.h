@@ -50,34 +50,55 @@ RngState get_rng_state();
 void set_rng_state(RngState s);
 
 // ---- unary (eager/ops/unary.cpp) -------------------------------------------
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-/// approximate: "none" (erf form) or "tanh" (torch.nn.functional.gelu).
+// Elementwise, any shape and strides; the result has x's shape. Dtypes as
+// PyTorch: exp, log, sqrt, rsqrt, tanh, sigmoid and reciprocal of an integer
+// or bool tensor give float32; neg, abs and relu keep integer dtypes and
+// throw TypeError for bool; gelu and silu throw TypeError for non-floating x.
+// float16/bfloat16 compute in float32 and round. In-place forms are the
+// Tensor methods neg_, exp_, sqrt_, tanh_, sigmoid_, relu_, clamp_.
+Tensor neg(const Tensor& x);         // torch.neg
+Tensor abs(const Tensor& x);         // torch.abs
+Tensor exp(const Tensor& x);         // torch.exp
+Tensor log(const Tensor& x);         // torch.log
+Tensor sqrt(const Tensor& x);        // torch.sqrt
+Tensor rsqrt(const Tensor& x);       // torch.rsqrt: 1 / sqrt(x)
+Tensor tanh(const Tensor& x);        // torch.tanh
+Tensor sigmoid(const Tensor& x);     // torch.sigmoid
+Tensor relu(const Tensor& x);        // torch.relu (keeps NaN)
+Tensor reciprocal(const Tensor& x);  // torch.reciprocal: 1 / x
+/// torch.nn.functional.gelu; approximate: "none" (erf form) or "tanh"
+/// (ValueError otherwise).
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+/// torch.nn.functional.silu: x * sigmoid(x).
 Tensor silu(const Tensor& x);
+/// torch.clamp: min(max(x, min), max); either bound may be omitted, not both
+/// (ValueError). Promotes with the bounds: int tensor, float bound → float32.
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
 // ---- binary, broadcasting, with scalar forms (eager/ops/binary.cpp) ---------
+// Operands broadcast like NumPy/PyTorch (ValueError naming the op and both
+// shapes otherwise). The result dtype is torch.result_type: float32 with
+// float64 → float64; a 0-d tensor or a Scalar widens only across categories
+// (int32 tensor + 0-d int64 → int32; int64 tensor + 2.5 → float32). div is
+// true division (integers → float32); comparisons give bool. In-place forms
+// are the Tensor methods add_, sub_, mul_, div_.
+/// a + alpha * b (torch.add). TypeError for a floating alpha with integer tensors.
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor add(const Tensor& a, Scalar b);
+/// a - alpha * b (torch.sub). TypeError for two bool tensors.
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor sub(const Tensor& a, Scalar b);
-Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);  // torch.mul
 Tensor mul(const Tensor& a, Scalar b);
-Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // torch.div (true division)
 Tensor div(const Tensor& a, Scalar b);
+/// torch.pow. Integer tensors stay integer; an integer tensor to a negative
+/// integer Scalar power throws ValueError.
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, Scalar exponent);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);  // torch.maximum (NaN wins)
+Tensor minimum(const Tensor& a, const Tensor& b);  // torch.minimum (NaN wins)
+// Comparisons (torch.eq/ne/lt/le/gt/ge): bool results, not differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, Scalar b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -90,7 +111,8 @@ Tensor gt(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, Scalar b);
 Tensor ge(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, Scalar b);
-/// cond ? a : b elementwise, broadcasting all three (torch.where).
+/// cond ? a : b elementwise, broadcasting all three (torch.where); cond must
+/// be bool (TypeError); the dtype is that of a and b promoted.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // ---- reductions (eager/ops/reduce.cpp) ---------------------------------------

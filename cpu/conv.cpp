@@ -44,11 +44,28 @@ ConvGeometry geometry(const Attrs& a, IntList x, IntList w, IntList out) {
                       s[0], s[1], p[0], p[1], d[0], d[1], a.i("groups")};
 }
 
-// Images per chunk, so that a chunk's buffers stay near 8 Mi elements.
+// Images per chunk, so that a chunk's buffers stay near 2 Mi elements.
 int64_t images_per_chunk(const ConvGeometry& g) {
-  constexpr int64_t kBufferElements = int64_t{1} << 23;
+  constexpr int64_t kBufferElements = int64_t{1} << 21;
   const int64_t per_image = std::max<int64_t>(std::max(g.kk(), g.Og()) * g.P(), 1);
   return std::clamp<int64_t>(kBufferElements / per_image, 1, std::max<int64_t>(g.N, 1));
+}
+
+// The column and output-gradient buffers of a chunk: kept per thread and
+// grown on demand, so repeated convolutions do not fault in fresh pages.
+// Kernel scratch lies outside the tensor budget (Note [hard budget] counts
+// tensor storages); images_per_chunk bounds it.
+template <typename T>
+struct ConvScratch {
+  T* col;
+  T* tmp;
+};
+template <typename T>
+ConvScratch<T> conv_scratch(size_t col_elements, size_t tmp_elements) {
+  thread_local std::vector<T> col, tmp;
+  if (col.size() < col_elements) col.resize(col_elements);
+  if (tmp.size() < tmp_elements) tmp.resize(tmp_elements);
+  return {col.data(), tmp.data()};
 }
 
 // Grain for parallel loops over rows of P elements.
@@ -139,16 +156,18 @@ void conv2d_forward(const KernelContext& c) {
   T* Y = y.ptr<T>();
   const int64_t Og = g.Og(), kk = g.kk(), P = g.P();
   const int64_t chunk = images_per_chunk(g);
-  std::vector<T> col(size_t(kk * chunk * P)), tmp(size_t(Og * chunk * P));
+  const ConvScratch<T> scratch = conv_scratch<T>(size_t(kk * chunk * P), size_t(Og * chunk * P));
+  T* col = scratch.col;
+  T* tmp = scratch.tmp;
   for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
     const int64_t nc = std::min(chunk, g.N - n0), ld = nc * P;
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      im2col_chunk(g, X, grp, n0, nc, col.data());
-      gemm(false, false, Og, ld, kk, T(1), Wt + grp * Og * kk, kk, col.data(), ld, T(0), tmp.data(), ld);
+      im2col_chunk(g, X, grp, n0, nc, col);
+      gemm(false, false, Og, ld, kk, T(1), Wt + grp * Og * kk, kk, col, ld, T(0), tmp, ld);
       parallel_for(nc * Og, row_grain(g), [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
           const int64_t j = t / Og, o = t % Og;
-          const T* src = tmp.data() + o * ld + j * P;
+          const T* src = tmp + o * ld + j * P;
           T* dst = Y + ((n0 + j) * g.Cout + grp * Og + o) * P;
           const T add = bias != nullptr ? bias[grp * Og + o] : T(0);
           for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + add;
@@ -171,13 +190,15 @@ void conv2d_input_grad(const KernelContext& c) {
   T* GX = gx.ptr<T>();
   const int64_t Og = g.Og(), kk = g.kk(), P = g.P();
   const int64_t chunk = images_per_chunk(g);
-  std::vector<T> col(size_t(kk * chunk * P)), tmp(size_t(Og * chunk * P));
+  const ConvScratch<T> scratch = conv_scratch<T>(size_t(kk * chunk * P), size_t(Og * chunk * P));
+  T* col = scratch.col;
+  T* tmp = scratch.tmp;
   for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
     const int64_t nc = std::min(chunk, g.N - n0), ld = nc * P;
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      gather_output_grad(g, GY, grp, n0, nc, tmp.data());
-      gemm(true, false, kk, ld, Og, T(1), Wt + grp * Og * kk, kk, tmp.data(), ld, T(0), col.data(), ld);
-      col2im_chunk(g, col.data(), grp, n0, nc, GX);
+      gather_output_grad(g, GY, grp, n0, nc, tmp);
+      gemm(true, false, kk, ld, Og, T(1), Wt + grp * Og * kk, kk, tmp, ld, T(0), col, ld);
+      col2im_chunk(g, col, grp, n0, nc, GX);
     }
   }
 }
@@ -199,13 +220,15 @@ void conv2d_weight_grad(const KernelContext& c) {
     return;
   }
   const int64_t chunk = images_per_chunk(g);
-  std::vector<T> col(size_t(kk * chunk * P)), tmp(size_t(Og * chunk * P));
+  const ConvScratch<T> scratch = conv_scratch<T>(size_t(kk * chunk * P), size_t(Og * chunk * P));
+  T* col = scratch.col;
+  T* tmp = scratch.tmp;
   for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
     const int64_t nc = std::min(chunk, g.N - n0), ld = nc * P;
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      gather_output_grad(g, GY, grp, n0, nc, tmp.data());
-      im2col_chunk(g, X, grp, n0, nc, col.data());
-      gemm(false, true, Og, kk, ld, T(1), tmp.data(), ld, col.data(), ld, n0 == 0 ? T(0) : T(1),
+      gather_output_grad(g, GY, grp, n0, nc, tmp);
+      im2col_chunk(g, X, grp, n0, nc, col);
+      gemm(false, true, Og, kk, ld, T(1), tmp, ld, col, ld, n0 == 0 ? T(0) : T(1),
            GW + grp * Og * kk, kk);
     }
   }

@@ -98,18 +98,19 @@ TEST(Conv2d, LargerInputsMatchDirectReference) {
   EXPECT_TRUE(testing::allclose(conv2d(x, w, Tensor(), {2, 2}, {0, 1}, {2, 1}),
                                 naive_conv2d(x, w, Tensor(), {2, 2}, {0, 1}, {2, 1}, 1), 1e-10,
                                 1e-10));
-  // Column matrices of 18 x 160000 per image: the kernel works on chunks of
+  // Column matrices of 18 x 40000 per image: the kernel works on chunks of
   // two images, so three images take two chunks.
-  Tensor xl = randn({3, 4, 400, 400}, kFloat64), wl = randn({4, 2, 3, 3}, kFloat64);
+  Tensor xl = randn({3, 4, 200, 200}, kFloat64), wl = randn({4, 2, 3, 3}, kFloat64);
   EXPECT_TRUE(testing::allclose(conv2d(xl, wl, b.narrow(0, 0, 4), {1}, {1}, {1}, 2),
                                 naive_conv2d(xl, wl, b.narrow(0, 0, 4), {1, 1}, {1, 1}, {1, 1}, 2),
                                 1e-10, 1e-10));
 }
 
 TEST(Conv2d, MultiChunkGradientsMatchClosedForm) {
-  // Three 2-channel 400x400 images, 3x3 kernel, padding 1: two chunks.
+  // Three 2-channel 200x200 images, 3x3 kernel, padding 1: chunks of two
+  // images (column matrices of 18 x 40000 per image), so two chunks.
   manual_seed(22);
-  const int64_t N = 3, C = 2, S = 400;
+  const int64_t N = 3, C = 2, S = 200;
   Tensor x = randn({N, C, S, S}, kFloat64);
   Tensor w = randn({2, C, 3, 3}, kFloat64);
   x.requires_grad_();
@@ -151,7 +152,7 @@ TEST(Conv2d, MultiChunkGradientsMatchClosedForm) {
             interior += v;
             if (ki <= 1 && kj <= 1) corner += v;
           }
-      EXPECT_NEAR(gx[size_t(((n * C + c) * S + 200) * S + 17)], interior, 1e-10);
+      EXPECT_NEAR(gx[size_t(((n * C + c) * S + 100) * S + 17)], interior, 1e-10);
       EXPECT_NEAR(gx[size_t(((n * C + c) * S + 0) * S + 0)], corner, 1e-10);
     }
   }

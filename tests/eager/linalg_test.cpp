@@ -136,6 +136,16 @@ TEST(Matmul, LowerPrecisionRoundsFloat32Result) {
   EXPECT_TRUE(testing::bitwise_equal(h, ref));
 }
 
+TEST(Matmul, EmptyDimensions) {
+  // K = 0 gives zeros (an empty sum); M = 0 or a zero batch gives an empty result.
+  Tensor z = matmul(ones({2, 0}), ones({0, 3}));
+  EXPECT_EQ(z.shape(), (Shape{2, 3}));
+  EXPECT_TRUE(testing::allclose(z, std::vector<double>(6, 0.0), 0));
+  EXPECT_EQ(matmul(ones({0, 4}), ones({4, 3})).shape(), (Shape{0, 3}));
+  EXPECT_EQ(matmul(ones({0, 2, 4}), ones({4, 3})).shape(), (Shape{0, 2, 3}));
+  EXPECT_TRUE(testing::allclose(linear(ones({2, 0}), ones({3, 0}), ones({3})), std::vector<double>(6, 1.0), 0));
+}
+
 TEST(Matmul, ShapeErrorsNameOpAndShapes) {
   Tensor a = zeros({2, 3}), b = zeros({4, 5});
   EXPECT_THROW(matmul(a, b), ValueError);

@@ -57,7 +57,8 @@ void apply_autocast(const OpDef& op, std::span<const Tensor> in, std::vector<Ten
   }
   out.reserve(in.size());
   for (const Tensor& t : in) {
-    if (t.is_floating_point() && t.dtype() != target && !(op.autocast == AutocastPolicy::kFloat32 && t.dtype() == kFloat64)) {
+    // float64 is left alone, as in PyTorch's autocast.
+    if (t.is_floating_point() && t.dtype() != target && t.dtype() != kFloat64) {
       out.push_back(t.to(target));
     } else {
       out.push_back(t);

@@ -95,7 +95,10 @@ Result run_program(uint64_t seed, std::optional<int64_t> budget) {
   loss.backward();
   r.values.push_back(loss.to_vector<float>());
   for (size_t i = leaves.size(); i < pool.size(); ++i) r.values.push_back(pool[i].to_vector<float>());
-  for (const Tensor& l : leaves) r.values.push_back(l.grad().to_vector<float>());
+  for (const Tensor& l : leaves) {
+    // A leaf the program never used gets no gradient.
+    r.values.push_back(l.grad().defined() ? l.grad().to_vector<float>() : std::vector<float>{});
+  }
   r.peak = remat::stats().peak_bytes;
   r.rematerializations = remat::stats().rematerializations;
   remat::set_memory_budget(std::nullopt);

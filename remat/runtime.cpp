@@ -379,6 +379,45 @@ struct Runtime::Impl {
     for (auto& t : scratch) free_bytes(*t);
   }
 
+  // Note [mutation], the cheap way: walks the lineage downstream of a
+  // mutated constant through `readers`. Resident results are collected to
+  // become constants; results with no bytes and no handle are only there for
+  // others' lineage, so the walk goes on through their readers; a result
+  // with no bytes that a user still holds would need the old value: fail.
+  // Detaches (and returns true) only if the resident results total at most
+  // `limit` bytes.
+  bool detach_dependants(const std::vector<std::shared_ptr<Node>>& readers, int64_t limit) {
+    std::vector<std::shared_ptr<Node>> work = readers;
+    absl::flat_hash_set<const Node*> seen;
+    std::vector<std::shared_ptr<Storage>> to_pin;
+    int64_t pinned_bytes = 0;
+    while (!work.empty()) {
+      std::shared_ptr<Node> n = std::move(work.back());
+      work.pop_back();
+      if (!seen.insert(n.get()).second) continue;
+      for (const auto& w : n->outputs) {
+        std::shared_ptr<Storage> o = w.lock();
+        if (!o || o->producer.get() != n.get()) continue;
+        if (o->resident()) {
+          pinned_bytes += o->nbytes();
+          if (pinned_bytes > limit) return false;
+          to_pin.push_back(std::move(o));
+        } else if (o->handle_count.load() > 0) {
+          return false;
+        } else {
+          for (const auto& cw : o->consumers)
+            if (auto c = cw.lock()) work.push_back(std::move(c));
+        }
+      }
+    }
+    for (auto& o : to_pin) {
+      pool_remove(*o);
+      o->pinned = true;
+      o->producer.reset();
+    }
+    return true;
+  }
+
   // Sizes of outputs that no longer exist are recorded on the node.
   static int64_t node_output_bytes(const Node& node, size_t i) { return node.output_nbytes.at(i); }
   static Device node_device(const Node& node) { return node.device; }
@@ -514,6 +553,15 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
   s->consumers.clear();
   const bool has_lineage = Impl::replayable(*s);
   if (readers.empty() && !has_lineage && !keep_old) return nullptr;
+
+  // A constant (a parameter under an optimizer step) whose readers' results
+  // are still resident: rather than copy its old bytes, detach those results
+  // from their lineage (they become constants), when that pins no more bytes
+  // than the copy would take and no evicted tensor a user holds needs it.
+  if (!has_lineage && !keep_old && impl_->detach_dependants(readers, s->nbytes())) {
+    impl_->pool_remove(*s);
+    return nullptr;
+  }
 
   // The old bytes move to a new storage `old`; lineage that read them now
   // reads `old`. If `s` was computed by a replayable op, `old` inherits that

@@ -137,7 +137,7 @@ TEST_F(Fixture, OutOfMemoryReportsAndRecovers) {
 }
 
 TEST_F(Fixture, LockedStoragesAreNeverEvicted) {
-  rt.set_memory_budget(2048);
+  rt.set_memory_budget(2000);
   auto c = constant(512, 0);
   auto a = plus_one(c);
   Storage* ap = a.get();
@@ -150,26 +150,37 @@ TEST_F(Fixture, LockedStoragesAreNeverEvicted) {
   EXPECT_FALSE(a->resident());
 }
 
-TEST_F(Fixture, MutationKeepsTheOldVersionForLineage) {
+TEST_F(Fixture, MutationKeepsTheOldVersionForAnEvictedReader) {
   auto c = constant(16, 5);
   auto d = plus_one(c);  // reads c
+  d->handle_count = 1;   // a user holds d
   rt.set_memory_budget(64);
-  // Write into c in place: d's lineage must still see 5.
+  auto filler = std::make_shared<Storage>(48, Device());
+  rt.allocate(*filler);  // evicts d
+  Storage* fp = filler.get();
+  rt.release({&fp, 1});
+  EXPECT_FALSE(d->resident());
+  // Write into c in place: d's lineage must still see 5, so c's old bytes are kept.
   auto old = rt.before_mutation(c);
   ASSERT_NE(old, nullptr);
+  EXPECT_TRUE(old->resident());
   std::memset(c->data(), 100, 16);
-  Storage* dp = d.get();
-  {
-    // Evict d by filling the budget with another storage, then bring it back.
-    auto filler = std::make_shared<Storage>(48, Device());
-    rt.allocate(*filler);
-    EXPECT_FALSE(d->resident());
-    Storage* fp = filler.get();
-    rt.release({&fp, 1});
-  }
-  rt.acquire({&dp, 1});
-  EXPECT_EQ(*static_cast<uint8_t*>(d->data()), 6);
-  rt.release({&dp, 1});
+  rt.set_memory_budget(128);
+  EXPECT_EQ(first_byte(d), 6);
+  d->handle_count = 0;
+}
+
+TEST_F(Fixture, MutationDetachesResidentReadersInsteadOfCopying) {
+  auto c = constant(64, 5);
+  auto d = plus_one(c);  // resident, 64 bytes: detaching it pins no more than a copy would
+  const int64_t before = rt.stats().resident_bytes;
+  auto old = rt.before_mutation(c);
+  EXPECT_EQ(old, nullptr);  // no copy
+  EXPECT_EQ(rt.stats().resident_bytes, before);
+  EXPECT_TRUE(d->pinned);
+  EXPECT_EQ(d->producer, nullptr);
+  std::memset(c->data(), 100, 64);
+  EXPECT_EQ(first_byte(d), 6);
 }
 
 // ---- policies: each picks the victim its formula says ----------------------

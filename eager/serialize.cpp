@@ -5,8 +5,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -384,6 +386,8 @@ void save(const std::string& path, const StateDict& tensors,
 }
 
 StateDict load(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) bad_file(path, "cannot open file: it is a directory");
   std::ifstream f(path, std::ios::binary);
   if (!f.good()) bad_file(path, fmt::format("cannot open file: {}", std::strerror(errno)));
   f.seekg(0, std::ios::end);
@@ -395,6 +399,7 @@ StateDict load(const std::string& path, std::map<std::string, std::string>* meta
     bad_file(path, fmt::format("truncated file: {} bytes, shorter than the 8-byte header length", file_size));
   unsigned char len[8];
   f.read(reinterpret_cast<char*>(len), 8);
+  if (!f.good()) bad_file(path, "read error in the header length");
   uint64_t header_len = 0;
   for (int i = 0; i < 8; ++i) header_len |= uint64_t(len[i]) << (8 * i);
   if (header_len == 0) bad_file(path, "bad header length 0");
@@ -412,11 +417,9 @@ StateDict load(const std::string& path, std::map<std::string, std::string>* meta
   if (root.kind != Json::kObject) bad_file(path, "the header is not a JSON object");
 
   std::vector<Entry> entries;
-  std::vector<std::string> seen;
+  std::unordered_set<std::string> seen;
   for (const auto& [name, info] : root.members) {
-    if (std::find(seen.begin(), seen.end(), name) != seen.end())
-      bad_file(path, fmt::format("duplicate entry '{}'", name));
-    seen.push_back(name);
+    if (!seen.insert(name).second) bad_file(path, fmt::format("duplicate entry '{}'", name));
     if (name == "__metadata__") {
       if (info.kind != Json::kObject) bad_file(path, "__metadata__ must be an object of strings");
       for (const auto& [k, v] : info.members) {

@@ -55,6 +55,8 @@ TEST(Serialize, RoundTripEveryDType) {
   d.insert("empty", zeros({0, 4}));
   d.insert("a \"quoted\"\\name\n", ones({1}));
   d.insert("unicode \xc3\xa9", ones({1}));
+  // A strided view is saved in row-major order of its elements.
+  d.insert("view", from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1));
   const std::map<std::string, std::string> meta{{"format", "pt"}, {"step", "12"}};
   const std::string path = temp_path("roundtrip.safetensors");
   save(path, d, meta);
@@ -73,6 +75,8 @@ TEST(Serialize, RoundTripEveryDType) {
     }
     EXPECT_FALSE(g.requires_grad());
   }
+  EXPECT_EQ(got.at("view").to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_TRUE(got.at("view").is_contiguous());
   // Loaded tensors are constants: owned bytes, no lineage.
   EXPECT_EQ(got.at("f32").storage()->producer, nullptr);
   std::remove(path.c_str());
@@ -113,8 +117,9 @@ TEST(Serialize, ReadsHandWrittenFiles) {
 TEST(Serialize, MalformedFilesThrowValueError) {
   const std::string ok_entry = R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   const std::string eight(8, '\0');
-  // Missing file.
+  // Missing file, a directory.
   expect_load_error(temp_path("does_not_exist.safetensors"), {"cannot open"});
+  expect_load_error(::testing::TempDir(), {"directory"});
   // Shorter than the length prefix.
   {
     const std::string path = temp_path("short.safetensors");

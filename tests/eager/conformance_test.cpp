@@ -261,6 +261,16 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("sdpa_cross_length", {scaled_dot_product_attention(x[0], x[1], x[2])}),
       CASE("sdpa_bool_mask", {scaled_dot_product_attention(x[0], x[1], x[2], x[3])}),
       CASE("sdpa_float_mask", {scaled_dot_product_attention(x[0], x[1], x[2], x[3])}),
+      // ---- rows long enough for the vectorized float32 paths
+      CASE("exp_long", {exp(x[0])}),
+      CASE("tanh_long", {tanh(x[0])}),
+      CASE("gelu_long", {gelu(x[0])}),
+      CASE("sigmoid_long", {sigmoid(x[0])}),
+      CASE("mul_broadcast_long", {mul(x[0], x[1])}),
+      CASE("sum_long", {sum(x[0], {1})}),
+      CASE("softmax_long", {softmax(x[0], -1)}),
+      CASE("log_softmax_long", {log_softmax(x[0], -1)}),
+      CASE("layer_norm_long", {layer_norm(x[0], {131}, x[1], x[2])}),
   };
   return table;
 }

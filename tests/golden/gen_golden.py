@@ -409,6 +409,20 @@ def add_cases():
     case("sdpa_float_mask", [f(Q, 34.8), f(K, 34.9), f(Vv, 35.0), f([3, 3], 35.1, grad=False)],
          lambda a, b, c, m: sdpa_ref(a, b, c, attn_mask=m))
 
+    # ---- rows long enough for the vectorized float32 paths (393 elements:
+    # whole vector blocks plus a remainder)
+    L = [3, 131]
+    case("exp_long", [f(L, 36.0, scale=2.0)], lambda x: torch.exp(x))
+    case("tanh_long", [f(L, 36.1, scale=3.0)], lambda x: torch.tanh(x))
+    case("gelu_long", [f(L, 36.2, scale=4.0)], lambda x: F.gelu(x))
+    case("sigmoid_long", [f(L, 36.3, scale=4.0)], lambda x: torch.sigmoid(x))
+    case("mul_broadcast_long", [f(L, 36.4), f([131], 36.5)], lambda a, b: torch.mul(a, b))
+    case("sum_long", [f(L, 36.6)], lambda x: torch.sum(x, [1]))
+    case("softmax_long", [f(L, 36.7, scale=4.0)], lambda x: torch.softmax(x, -1))
+    case("log_softmax_long", [f(L, 36.8, scale=4.0)], lambda x: torch.log_softmax(x, -1))
+    case("layer_norm_long", [f(L, 36.9, scale=2.0, shift=0.5), f([131], 37.0, shift=1.0), f([131], 37.1)],
+         lambda x, w, b: F.layer_norm(x, [131], w, b))
+
 
 # ----------------------------------------------------------------------------- writing
 

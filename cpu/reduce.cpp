@@ -142,26 +142,33 @@ void run_reduce(const Geometry& g, const T* in, Op& op) {
 
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / g.nred);
   if (g.kstrides.back() == 1 && g.kshape.back() > 1 && rstride != 1) {
-    // Outputs contiguous in the input, reduction strided: walk the reduction
-    // once for a tile of neighbouring outputs (same per-output order).
+    // Outputs contiguous in the input, reduction strided (e.g. the column
+    // sums of a (N, C) matrix): walk the reduction once for a tile of
+    // neighbouring outputs, streaming along the input's rows. Each output
+    // still accumulates in increasing r, so the tile width (chosen here from
+    // the thread count, for streaming) never changes a result.
     const int64_t inner = g.kshape.back();
-    const int64_t ntiles = (inner + kTile - 1) / kTile;
+    const int64_t nouter = g.nout / inner;
+    const int64_t splits = std::max<int64_t>(1, (num_threads() + nouter - 1) / nouter);
+    const int64_t tile = std::min(inner, std::max(kTile, (inner + splits - 1) / splits));
+    const int64_t ntiles = (inner + tile - 1) / tile;
     const Shape kouter(g.kshape.begin(), g.kshape.end() - 1);
     const Strides kouter_strides(g.kstrides.begin(), g.kstrides.end() - 1);
-    const int64_t nitems = (g.nout / inner) * ntiles;
-    parallel_for(nitems, std::max<int64_t>(1, grain / kTile), [&](int64_t i0, int64_t i1) {
-      Acc acc[kTile];
+    const int64_t nitems = nouter * ntiles;
+    parallel_for(nitems, std::max<int64_t>(1, grain / tile), [&](int64_t i0, int64_t i1) {
+      std::vector<Acc> acc(static_cast<size_t>(tile));
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t ko = i / ntiles, c0 = (i % ntiles) * kTile;
-        const int64_t w = std::min(kTile, inner - c0);
+        const int64_t ko = i / ntiles, c0 = (i % ntiles) * tile;
+        const int64_t w = std::min(tile, inner - c0);
         const int64_t o0 = ko * inner + c0;
         const T* base = in + offset_of(ko, kouter, kouter_strides) + c0;
-        for (int64_t j = 0; j < w; ++j) acc[j] = op.init(o0 + j);
+        Acc* a = acc.data();
+        for (int64_t j = 0; j < w; ++j) a[j] = op.init(o0 + j);
         for_each_offset(g.rshape, g.rstrides, 0, g.nred, [&](int64_t r, int64_t off) {
           const T* p = base + off;
-          for (int64_t j = 0; j < w; ++j) op.update(acc[j], p[j], r);
+          for (int64_t j = 0; j < w; ++j) op.update(a[j], p[j], r);
         });
-        for (int64_t j = 0; j < w; ++j) op.finish(o0 + j, acc[j]);
+        for (int64_t j = 0; j < w; ++j) op.finish(o0 + j, a[j]);
       }
     });
     return;

@@ -272,16 +272,27 @@ void register_reduce_ops() {
 
 }  // namespace ops
 
+/// torch.sum(x, dims, keepdim): sum over `dims` (empty: every dim), each
+/// reduced dim removed or, with keepdim, kept as size 1. Floating inputs
+/// keep their dtype (float32 accumulates in double, float16/bfloat16 in
+/// float32 or wider); integer and bool inputs sum into int64. Throws
+/// IndexError for a dim out of range and ValueError for a repeated dim.
 Tensor sum(const Tensor& x, IntList dims, bool keepdim) {
   static const OpDef& o = op("sum");
   return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "sum")}, {"keepdim", keepdim}});
 }
 
+/// torch.mean(x, dims, keepdim): like sum divided by the reduced count
+/// (NaN for an empty reduction). Floating inputs only: TypeError otherwise.
 Tensor mean(const Tensor& x, IntList dims, bool keepdim) {
   static const OpDef& o = op("mean");
   return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "mean")}, {"keepdim", keepdim}});
 }
 
+/// torch.var(x, dims, correction=, keepdim=): sum((x - mean)^2) /
+/// max(0, N - correction) over `dims` (empty: every dim), computed in two
+/// passes in double. Floating inputs only (TypeError); ValueError for a
+/// negative correction; dims as sum.
 Tensor var(const Tensor& x, IntList dims, int64_t correction, bool keepdim) {
   static const OpDef& o = op("var");
   return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "var")},
@@ -289,11 +300,18 @@ Tensor var(const Tensor& x, IntList dims, int64_t correction, bool keepdim) {
                                  {"keepdim", keepdim}});
 }
 
+/// torch.max(x): the largest element as a 0-d tensor of x's dtype; NaN if
+/// any element is NaN. ValueError for an empty tensor. Its gradient is
+/// shared evenly among the elements equal to the max, like PyTorch.
 Tensor max(const Tensor& x) {
   static const OpDef& o = op("max");
   return dispatch1(o, {x});
 }
 
+/// torch.max(x, dim, keepdim): (values of x's dtype, int64 indices) along
+/// `dim`; the index is the first occurrence of the maximum (NaN counts as
+/// the maximum). IndexError for a dim out of range, ValueError when the dim
+/// has size 0. The gradient flows to the selected index only.
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   static const OpDef& o = op("max_dim");
   const int64_t d = normalize_dim(dim, x.dim(), "max");
@@ -301,6 +319,7 @@ std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   return {std::move(outs[0]), std::move(outs[1])};
 }
 
+/// torch.argmax(x, dim, keepdim): the int64 indices of max(x, dim).
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   static const OpDef& o = op("argmax");
   const int64_t d = normalize_dim(dim, x.dim(), "argmax");

@@ -345,10 +345,21 @@ void masked_fill_kernel(const KernelContext& c) {
     std::memcpy(&v, value, 4);
     const float* xp = x.ptr<float>();
     float* op = out.ptr<float>();
-    const bool mask_flat = mask.is_contiguous() && mask.numel() == n;
+    // A contiguous mask whose shape (leading 1s dropped) is a suffix of out's
+    // shape repeats every mask.numel() elements, e.g. a causal [T, T] mask.
+    const int64_t mn = mask.numel();
+    size_t lead = 0;
+    while (lead < mask.shape.size() && mask.shape[lead] == 1) ++lead;
+    const size_t inner = mask.shape.size() - lead;
+    const bool mask_repeats =
+        mask.is_contiguous() && mn > 0 && inner <= out.shape.size() &&
+        std::equal(mask.shape.begin() + int64_t(lead), mask.shape.end(), out.shape.end() - int64_t(inner));
     parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
-      if (mask_flat) {
-        for (int64_t i = b; i < e; ++i) op[i] = m[i] ? v : xp[i];
+      if (mask_repeats) {
+        for (int64_t i = b, j = b % mn; i < e; ++i) {
+          op[i] = m[j] ? v : xp[i];
+          if (++j == mn) j = 0;
+        }
       } else {
         for_each_offset(out.shape, ms, b, e, [&](int64_t i, int64_t mo) { op[i] = m[mo] ? v : xp[i]; });
       }

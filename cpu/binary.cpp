@@ -12,7 +12,6 @@
 
 #include <cmath>
 #include <functional>
-#include <limits>
 #include <type_traits>
 
 #include "cpu/elementwise.h"

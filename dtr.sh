@@ -4,7 +4,8 @@
 #   ./dtr.sh build   configure and build Release in build/
 #   ./dtr.sh test    setup, build, run the test suite; then the same suite
 #                    under AddressSanitizer + UBSan in build-asan/
-#   ./dtr.sh run     setup, build, run the main job (examples/)
+#   ./dtr.sh run     setup, build, then the main job: train a GPT on real text
+#                    under half its peak memory (examples/train_gpt, ~3 min)
 #   ./dtr.sh bench   setup, build, run every benchmark in build/benchmarks/
 set -euo pipefail
 
@@ -67,15 +68,15 @@ test_all() {
 run_main() {
   setup
   build
-  local job
-  for job in build/examples/train_gpt build/examples/train_mlp; do
-    if [[ -x $job ]]; then
-      log "running $job $*"
-      exec "$job" "$@"
-    fi
-  done
-  echo "dtr.sh run: no main job built yet (expected build/examples/train_gpt or train_mlp)" >&2
-  exit 1
+  # The main job: train_gpt on the fortunes text under half the peak memory
+  # of an unbudgeted step. Extra arguments are passed on (later flags win).
+  local job=build/examples/train_gpt
+  if [[ ! -x $job ]]; then
+    echo "dtr.sh run: $job was not built (configure with -DDTR_BUILD_EXAMPLES=ON)" >&2
+    exit 1
+  fi
+  log "running $job --budget-fraction 0.5 $*"
+  exec "$job" --budget-fraction 0.5 "$@"
 }
 
 bench() {
@@ -92,7 +93,7 @@ bench() {
 }
 
 usage() {
-  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 cmd=${1:-}

@@ -1,0 +1,419 @@
+// What the example programs share: a small command-line flag parser, the
+// error types and exit codes of a training program, the memory figures of
+// each log line, a progress bar for terminals, the --budget-fraction
+// measurement and the closing summary line.
+//
+// Exit codes of every example:
+//   0  success
+//   1  bad or missing input data, or another error (message on stderr)
+//   2  a bad command line (message and a pointer to --help on stderr)
+//   3  the memory budget is below what the model needs (dtr::OutOfMemoryError)
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <dtr/dtr.h>
+
+namespace examples {
+
+enum ExitCode : int { kExitOk = 0, kExitError = 1, kExitUsage = 2, kExitOutOfMemory = 3 };
+
+/// A bad command line; reported with a pointer to --help, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Missing, unreadable or malformed input data; exit code 1.
+struct DataError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// printf into a std::string.
+inline std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+inline std::string strprintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string out(n > 0 ? size_t(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, args);
+  va_end(args);
+  return out;
+}
+
+// ---- flags -----------------------------------------------------------------------
+
+/// Flags of the form `--name value` or `--name=value`; `--help` prints the
+/// usage. Every flag has a default (shown in --help) held in the variable it
+/// writes to. Unknown flags, missing values and malformed numbers throw
+/// UsageError naming the flag and the value.
+class FlagParser {
+ public:
+  FlagParser(std::string program, std::string description)
+      : program_(std::move(program)), description_(std::move(description)) {}
+
+  void add(std::string name, int64_t* target, std::string help) {
+    flags_.push_back({std::move(name), std::move(help), target, std::to_string(*target)});
+  }
+  void add(std::string name, double* target, std::string help) {
+    flags_.push_back({std::move(name), std::move(help), target, strprintf("%g", *target)});
+  }
+  void add(std::string name, std::string* target, std::string help) {
+    flags_.push_back({std::move(name), std::move(help), target, *target});
+  }
+  /// An optional number: unset unless given (its default is described in `help`).
+  void add(std::string name, std::optional<double>* target, std::string help) {
+    flags_.push_back({std::move(name), std::move(help), target,
+                      *target ? strprintf("%g", **target) : std::string("unset")});
+  }
+
+  /// Parses argv into the registered variables. Returns false when --help was
+  /// given (the usage has been printed to stdout and the program should exit 0).
+  bool parse(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+      std::string_view arg = argv[i];
+      if (arg == "--help" || arg == "-h") {
+        std::fputs(help().c_str(), stdout);
+        return false;
+      }
+      if (arg.size() < 3 || arg.substr(0, 2) != "--") {
+        throw UsageError(strprintf("unexpected argument '%s' (flags look like --steps 100)",
+                                   std::string(arg).c_str()));
+      }
+      std::string name(arg.substr(2));
+      std::optional<std::string> value;
+      if (const size_t eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name.resize(eq);
+      }
+      Flag* flag = find(name);
+      if (flag == nullptr) throw UsageError(strprintf("unknown flag --%s", name.c_str()));
+      if (!value) {
+        if (i + 1 >= argc) throw UsageError(strprintf("flag --%s needs a value", name.c_str()));
+        value = argv[++i];
+      }
+      set(*flag, *value);
+    }
+    return true;
+  }
+
+  std::string help() const {
+    std::string out = description_ + "\n\nusage: " + program_ + " [flags]\n\nflags:\n";
+    for (const Flag& f : flags_) {
+      std::string left = "  --" + f.name + " " + placeholder(f);
+      if (left.size() < 28) left.resize(28, ' ');
+      else left += "\n" + std::string(28, ' ');
+      out += left + f.help + " (default: " + f.default_text + ")\n";
+    }
+    out += "  --help                    print this help\n"
+           "\nenvironment: DTR_MEMORY_BUDGET (e.g. 64MiB) caps memory like --budget-fraction;\n"
+           "the other DTR_* variables of the library apply as well.\n"
+           "\nexit codes: 0 success, 1 bad input data or another error, 2 bad flags,\n"
+           "3 the memory budget is below what the model needs.\n";
+    return out;
+  }
+
+ private:
+  using Target = std::variant<int64_t*, double*, std::string*, std::optional<double>*>;
+  struct Flag {
+    std::string name, help;
+    Target target;
+    std::string default_text;
+  };
+
+  Flag* find(const std::string& name) {
+    for (Flag& f : flags_)
+      if (f.name == name) return &f;
+    return nullptr;
+  }
+
+  static const char* placeholder(const Flag& f) {
+    if (std::holds_alternative<int64_t*>(f.target)) return "N";
+    if (std::holds_alternative<std::string*>(f.target)) return "S";
+    return "X";
+  }
+
+  static double parse_double(const std::string& name, const std::string& value) {
+    double v = 0;
+    const char* end = value.data() + value.size();
+    const auto [ptr, ec] = std::from_chars(value.data(), end, v);
+    if (value.empty() || ec != std::errc() || ptr != end || !std::isfinite(v)) {
+      throw UsageError(strprintf("flag --%s expects a number, got '%s'", name.c_str(),
+                                 value.c_str()));
+    }
+    return v;
+  }
+
+  static void set(Flag& f, const std::string& value) {
+    if (auto* p = std::get_if<int64_t*>(&f.target)) {
+      int64_t v = 0;
+      const char* end = value.data() + value.size();
+      const auto [ptr, ec] = std::from_chars(value.data(), end, v);
+      if (value.empty() || ec != std::errc() || ptr != end) {
+        throw UsageError(strprintf("flag --%s expects an integer, got '%s'", f.name.c_str(),
+                                   value.c_str()));
+      }
+      **p = v;
+    } else if (auto* p = std::get_if<double*>(&f.target)) {
+      **p = parse_double(f.name, value);
+    } else if (auto* p = std::get_if<std::optional<double>*>(&f.target)) {
+      **p = parse_double(f.name, value);
+    } else {
+      *std::get<std::string*>(f.target) = value;
+    }
+  }
+
+  std::string program_, description_;
+  std::vector<Flag> flags_;
+};
+
+/// Throws UsageError("--name must be ...") unless `ok`.
+inline void require(bool ok, const std::string& message) {
+  if (!ok) throw UsageError(message);
+}
+
+/// --device: "cpu" runs; "cuda" is a known device this build has no backend
+/// for (NotImplementedError); anything else is a usage error.
+inline void check_device(const std::string& device) {
+  if (device == "cpu") return;
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+    throw dtr::NotImplementedError(
+        "--device " + device +
+        ": the CUDA backend is not implemented in this build of dtr; use --device cpu");
+  }
+  throw UsageError("--device must be cpu or cuda, got '" + device + "'");
+}
+
+// ---- memory figures ---------------------------------------------------------------
+
+inline double to_mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+inline std::string mib(int64_t bytes) { return strprintf("%.1f MiB", to_mib(bytes)); }
+inline std::string budget_text(std::optional<int64_t> budget) {
+  return budget ? mib(*budget) : std::string("none");
+}
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// The memory columns of a log line: resident and peak bytes, the budget,
+/// and evictions, rematerializations and the recompute share of step time
+/// over the interval that began at `since` and took `step_seconds` of
+/// training steps.
+inline std::string memory_columns(const dtr::remat::Stats& now, const dtr::remat::Stats& since,
+                                  double step_seconds) {
+  const double recompute = now.recompute_seconds_measured - since.recompute_seconds_measured;
+  const double share = step_seconds > 0 ? 100.0 * recompute / step_seconds : 0.0;
+  return strprintf("resident %s | peak %s | budget %s | evictions %lld | remats %lld | "
+                   "recompute %.0f%%",
+                   mib(now.resident_bytes).c_str(), mib(now.peak_bytes).c_str(),
+                   now.budget_bytes >= 0 ? mib(now.budget_bytes).c_str() : "none",
+                   static_cast<long long>(now.evictions - since.evictions),
+                   static_cast<long long>(now.rematerializations - since.rematerializations),
+                   share);
+}
+
+// ---- the budget ---------------------------------------------------------------------
+
+/// Where the run's budget came from.
+struct BudgetPlan {
+  std::optional<int64_t> budget;   // the cap in force during training (nullopt: none)
+  int64_t unbudgeted_peak = -1;    // measured peak of a step with no budget (-1: not measured)
+  std::optional<double> fraction;  // --budget-fraction, when given
+};
+
+/// Decides the budget of a run. With --budget-fraction F, `run_steps` (which
+/// builds a fresh model from the seed and runs two training steps: the first
+/// creates the optimizer state, the second is a steady-state step) runs with
+/// no budget, its peak is read from the runtime's stats, and the budget
+/// becomes F times that peak; the caller then rebuilds its model from the same
+/// seed, so the measured steps leave no trace in the run. Without it, the
+/// budget is whatever DTR_MEMORY_BUDGET set (possibly none).
+inline BudgetPlan plan_budget(std::optional<double> fraction,
+                              const std::function<void()>& run_steps) {
+  BudgetPlan plan;
+  plan.fraction = fraction;
+  if (!fraction) {
+    plan.budget = dtr::remat::memory_budget();
+    return plan;
+  }
+  dtr::remat::set_memory_budget(std::nullopt);
+  dtr::remat::reset_stats();
+  run_steps();
+  plan.unbudgeted_peak = dtr::remat::stats().peak_bytes;
+  plan.budget = std::max<int64_t>(1, int64_t(std::llround(*fraction * double(plan.unbudgeted_peak))));
+  dtr::remat::set_memory_budget(plan.budget);
+  return plan;
+}
+
+/// One line describing the budget before training starts.
+inline std::string budget_line(const BudgetPlan& plan) {
+  if (plan.fraction) {
+    return strprintf("memory: one training step needs %s with no budget; budget %.2f x that = %s",
+                     mib(plan.unbudgeted_peak).c_str(), *plan.fraction,
+                     mib(*plan.budget).c_str());
+  }
+  if (plan.budget) return "memory: budget " + mib(*plan.budget) + " (from DTR_MEMORY_BUDGET)";
+  return "memory: no budget (use --budget-fraction 0.5 or DTR_MEMORY_BUDGET=64MiB to set one)";
+}
+
+/// The exact figures, for scripts and tests: bytes and counts of the run.
+inline std::string stats_line(const dtr::remat::Stats& s, const BudgetPlan& plan,
+                              double train_seconds) {
+  return strprintf(
+      "stats: peak_bytes %lld budget_bytes %lld unbudgeted_peak_bytes %lld evictions %lld "
+      "rematerializations %lld recompute_seconds %.3f train_seconds %.3f",
+      static_cast<long long>(s.peak_bytes), static_cast<long long>(plan.budget.value_or(-1)),
+      static_cast<long long>(plan.unbudgeted_peak), static_cast<long long>(s.evictions),
+      static_cast<long long>(s.rematerializations), s.recompute_seconds_measured, train_seconds);
+}
+
+/// The closing line a person reads: what the run cost in memory and time.
+inline std::string summary_line(const dtr::remat::Stats& s, const BudgetPlan& plan,
+                                double train_seconds) {
+  const double recompute = s.recompute_seconds_measured;
+  const double base = train_seconds - recompute;
+  const double extra = base > 0 ? 100.0 * recompute / base : 0.0;
+  if (plan.budget && plan.unbudgeted_peak >= 0) {
+    return strprintf(
+        "peak %s under a budget of %s; the same run needs %s without one, at %.0f%% more "
+        "compute time (%lld evictions, %lld rematerializations)",
+        mib(s.peak_bytes).c_str(), mib(*plan.budget).c_str(), mib(plan.unbudgeted_peak).c_str(),
+        extra, static_cast<long long>(s.evictions),
+        static_cast<long long>(s.rematerializations));
+  }
+  if (plan.budget) {
+    return strprintf(
+        "peak %s under a budget of %s (DTR_MEMORY_BUDGET), at %.0f%% more compute time for "
+        "rematerialization (%lld evictions, %lld rematerializations)",
+        mib(s.peak_bytes).c_str(), mib(*plan.budget).c_str(), extra,
+        static_cast<long long>(s.evictions), static_cast<long long>(s.rematerializations));
+  }
+  return strprintf("peak %s with no budget; run with --budget-fraction 0.5 to train in half of it",
+                   mib(s.peak_bytes).c_str());
+}
+
+// ---- output ----------------------------------------------------------------------------
+
+/// Log lines on stdout, with a progress bar under them when stdout is a
+/// terminal. When it is not (a pipe, a file, a test), only the log lines.
+class Progress {
+ public:
+  Progress(int64_t first, int64_t total) : first_(first), total_(total), tty_(isatty(1) != 0) {}
+
+  bool tty() const { return tty_; }
+
+  /// Prints one log line (a newline is added), above the bar.
+  void line(const std::string& text) {
+    clear();
+    std::fputs(text.c_str(), stdout);
+    std::fputc('\n', stdout);
+    redraw();
+    std::fflush(stdout);
+  }
+
+  /// Moves the bar to `done` of `total` steps with a short status text.
+  void update(int64_t done, const std::string& status) {
+    if (!tty_) return;
+    done_ = done;
+    status_ = status;
+    if (start_ == Clock::time_point{}) start_ = Clock::now();
+    redraw();
+    std::fflush(stdout);
+  }
+
+  /// Removes the bar (before the closing lines and before errors).
+  void finish() {
+    clear();
+    std::fflush(stdout);
+    tty_ = false;
+  }
+
+ private:
+  void clear() {
+    if (tty_ && drawn_) std::fputs("\r\x1b[K", stdout);
+    drawn_ = false;
+  }
+  void redraw() {
+    if (!tty_ || done_ < 0) return;
+    constexpr int kWidth = 30;
+    const double frac = total_ > 0 ? double(done_) / double(total_) : 1.0;
+    const int filled = int(frac * kWidth);
+    std::string bar(size_t(filled), '#');
+    bar.resize(kWidth, '.');
+    std::string eta = "--:--";
+    const int64_t ran = done_ - first_;
+    if (ran > 0) {
+      const double per_step = seconds_since(start_) / double(ran);
+      const int64_t left = int64_t(per_step * double(total_ - done_));
+      eta = strprintf("%lld:%02lld", static_cast<long long>(left / 60),
+                      static_cast<long long>(left % 60));
+    }
+    std::printf("\r[%s] %lld/%lld eta %s  %s", bar.c_str(), static_cast<long long>(done_),
+                static_cast<long long>(total_), eta.c_str(), status_.c_str());
+    drawn_ = true;
+  }
+
+  int64_t first_, total_;
+  bool tty_;
+  bool drawn_ = false;
+  int64_t done_ = -1;
+  std::string status_;
+  Clock::time_point start_{};
+};
+
+// ---- main ---------------------------------------------------------------------------------
+
+/// Runs `body` and turns every failure into a message on stderr and an exit
+/// code (see the top of this file); nothing escapes as a crash.
+inline int run_main(const char* program, const std::function<int()>& body) {
+  auto report = [&](const std::string& message) {
+    if (isatty(1)) std::fputs("\r\x1b[K", stdout);  // a progress bar may be on the line
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", program, message.c_str());
+  };
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    report(std::string("error: ") + e.what());
+    std::fprintf(stderr, "Run '%s --help' to see the flags.\n", program);
+    return kExitUsage;
+  } catch (const DataError& e) {
+    report(std::string("error: ") + e.what());
+    return kExitError;
+  } catch (const dtr::OutOfMemoryError& e) {
+    report(std::string("error: the memory budget is below what this model needs: ") + e.what() +
+           "\nRaise --budget-fraction (or DTR_MEMORY_BUDGET), or make the model or batch smaller.");
+    return kExitOutOfMemory;
+  } catch (const dtr::Error& e) {
+    report(std::string("error: ") + e.what());
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    report("error: out of host memory");
+    return kExitError;
+  } catch (const std::exception& e) {
+    report(std::string("error: ") + e.what());
+    return kExitError;
+  }
+}
+
+}  // namespace examples

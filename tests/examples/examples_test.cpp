@@ -1,0 +1,402 @@
+// End-to-end tests of the example programs (examples/train_gpt,
+// examples/train_cnn): each runs a few steps on a small slice of the real
+// data from Debian's packages, as a child process, and the tests read what it
+// prints. They check that
+//   - the loss printed at every step is bitwise the same with and without a
+//     budget of half the measured peak, and that the budgeted run evicts and
+//     stays under its budget;
+//   - a run split by --save / --resume prints what the run straight through
+//     prints, bitwise;
+//   - bad input (missing or truncated data, nonsense flags, a budget too small
+//     for the model) ends with a message on stderr and a non-zero exit code.
+// The programs are found next to this binary (build/tests/../examples/) or
+// in $DTR_EXAMPLES_DIR; a test skips when they were not built or when the
+// data package is not installed.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFortunes = "/usr/share/games/fortunes";
+constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+  std::string all() const { return "--- stdout:\n" + out + "--- stderr:\n" + err; }
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// A fresh empty folder under the system's temp folder, removed at scope exit.
+struct TempDir {
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "dtr_examples_XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path path;
+};
+
+std::optional<fs::path> examples_dir() {
+  if (const char* env = std::getenv("DTR_EXAMPLES_DIR")) return fs::path(env);
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  return self.parent_path().parent_path() / "examples";
+}
+
+/// The example `name` or nullopt when it was not built.
+std::optional<fs::path> program(const std::string& name) {
+  const std::optional<fs::path> dir = examples_dir();
+  if (!dir) return std::nullopt;
+  const fs::path p = *dir / name;
+  if (access(p.c_str(), X_OK) != 0) return std::nullopt;
+  return p;
+}
+
+/// Runs `exe args...` with DTR_MEMORY_BUDGET unset (or set to `budget_env`),
+/// capturing stdout and stderr.
+Output run(const fs::path& exe, const std::vector<std::string>& args,
+        const std::optional<std::string>& budget_env = std::nullopt) {
+  TempDir tmp;
+  const fs::path out = tmp.path / "stdout", err = tmp.path / "stderr";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) _exit(126);
+    dup2(o, 1);
+    dup2(e, 2);
+    if (budget_env) setenv("DTR_MEMORY_BUDGET", budget_env->c_str(), 1);
+    else unsetenv("DTR_MEMORY_BUDGET");
+    std::vector<char*> argv;
+    std::string exe_s = exe.string();
+    argv.push_back(exe_s.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(exe_s.c_str(), argv.data());
+    _exit(127);
+  }
+  Output r;
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid) {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  r.out = read_all(out);
+  r.err = read_all(err);
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+/// The word after `key ` in `line` ("loss 2.5 | ..." → "2.5"), or "".
+std::string field(const std::string& line, const std::string& key) {
+  const size_t at = line.find(key + " ");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size() + 1;
+  return line.substr(begin, line.find_first_of(" |", begin) - begin);
+}
+
+/// step → "loss L[ val V]" for every logged step line.
+std::map<int, std::string> losses(const std::string& out) {
+  std::map<int, std::string> m;
+  for (const std::string& line : lines_of(out)) {
+    if (line.rfind("step ", 0) != 0) continue;
+    int step = 0;
+    if (std::sscanf(line.c_str(), "step %d", &step) != 1) continue;
+    std::string v = "loss " + field(line, "loss");
+    if (!field(line, "val").empty()) v += " val " + field(line, "val");
+    m[step] = v;
+  }
+  return m;
+}
+
+/// (epoch line's loss and accuracy) for every epoch line of train_cnn.
+std::vector<std::string> epochs(const std::string& out) {
+  std::vector<std::string> v;
+  for (const std::string& line : lines_of(out)) {
+    if (line.rfind("epoch ", 0) == 0) v.push_back(field(line, "loss") + " " + field(line, "accuracy"));
+  }
+  return v;
+}
+
+/// A number from the "stats:" line.
+long long stat(const std::string& out, const std::string& key) {
+  for (const std::string& line : lines_of(out)) {
+    if (line.rfind("stats:", 0) == 0) return std::atoll(field(line, key).c_str());
+  }
+  return -2;
+}
+
+/// The generated text between the dashed lines.
+std::string sample(const std::string& out) {
+  const std::string rule(60, '-');
+  const size_t a = out.find(rule);
+  if (a == std::string::npos) return "";
+  const size_t b = out.find(rule, a + rule.size());
+  return b == std::string::npos ? "" : out.substr(a, b - a);
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// ---- train_gpt ------------------------------------------------------------------------
+
+class TrainGpt : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    exe_ = program("train_gpt");
+    if (!exe_) GTEST_SKIP() << "train_gpt was not built (DTR_BUILD_EXAMPLES=OFF?)";
+    if (!fs::exists(data_)) GTEST_SKIP() << data_ << " missing: install Debian's 'fortunes' package";
+  }
+  /// A tiny model on one fortune file: a few steps take well under a second.
+  std::vector<std::string> tiny(std::vector<std::string> extra) const {
+    std::vector<std::string> args = {"--data", data_, "--layers", "2", "--n-embd", "32",
+                                     "--heads", "2", "--seq-len", "64", "--batch-size", "8",
+                                     "--warmup", "2", "--log-interval", "1",
+                                     "--eval-interval", "3", "--eval-batches", "2",
+                                     "--sample-bytes", "24"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  std::optional<fs::path> exe_;
+  std::string data_ = std::string(kFortunes) + "/fortunes";
+};
+
+TEST_F(TrainGpt, HalfThePeakGivesBitwiseTheSameLosses) {
+  const Output unbudgeted = run(*exe_, tiny({"--steps", "6"}));
+  ASSERT_EQ(unbudgeted.exit_code, 0) << unbudgeted.all();
+  const Output capped = run(*exe_, tiny({"--steps", "6", "--budget-fraction", "0.5"}));
+  ASSERT_EQ(capped.exit_code, 0) << capped.all();
+
+  const auto a = losses(unbudgeted.out), b = losses(capped.out);
+  ASSERT_EQ(a.size(), 6u) << unbudgeted.out;
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(contains(a.at(3), "val")) << a.at(3);
+  EXPECT_EQ(sample(unbudgeted.out), sample(capped.out));
+  EXPECT_FALSE(sample(unbudgeted.out).empty());
+
+  const long long budget = stat(capped.out, "budget_bytes");
+  const long long unbudgeted_peak = stat(capped.out, "unbudgeted_peak_bytes");
+  EXPECT_GT(budget, 0) << capped.out;
+  EXPECT_LE(stat(capped.out, "peak_bytes"), budget) << capped.out;
+  EXPECT_NEAR(double(budget), 0.5 * double(unbudgeted_peak), 1.0);
+  EXPECT_GT(stat(capped.out, "evictions"), 0) << "the budget evicted nothing: the test is vacuous";
+  EXPECT_GT(stat(capped.out, "rematerializations"), 0);
+  EXPECT_EQ(stat(unbudgeted.out, "evictions"), 0);
+  // The last line is the one-line summary.
+  const auto out_lines = lines_of(capped.out);
+  EXPECT_TRUE(contains(out_lines.back(), "under a budget of")) << out_lines.back();
+  EXPECT_TRUE(contains(out_lines.back(), "without one")) << out_lines.back();
+
+  // DTR_MEMORY_BUDGET in bytes caps the run the same way.
+  const Output env = run(*exe_, tiny({"--steps", "6"}), std::to_string(budget));
+  ASSERT_EQ(env.exit_code, 0) << env.all();
+  EXPECT_EQ(losses(env.out), a);
+  EXPECT_LE(stat(env.out, "peak_bytes"), budget);
+  EXPECT_GT(stat(env.out, "evictions"), 0);
+}
+
+TEST_F(TrainGpt, ResumeContinuesBitwise) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "gpt.safetensors").string();
+  const Output straight = run(*exe_, tiny({"--steps", "8"}));
+  ASSERT_EQ(straight.exit_code, 0) << straight.all();
+  const Output first = run(*exe_, tiny({"--steps", "8", "--stop-after", "5", "--save", ckpt}));
+  ASSERT_EQ(first.exit_code, 0) << first.all();
+  ASSERT_TRUE(fs::exists(ckpt));
+  // The second half runs under a budget too: resuming and budgets compose.
+  const Output second =
+      run(*exe_, tiny({"--steps", "8", "--resume", ckpt, "--budget-fraction", "0.5"}));
+  ASSERT_EQ(second.exit_code, 0) << second.all();
+
+  const auto all = losses(straight.out), a = losses(first.out), b = losses(second.out);
+  ASSERT_EQ(all.size(), 8u) << straight.out;
+  ASSERT_EQ(a.size(), 5u) << first.out;
+  ASSERT_EQ(b.size(), 3u) << second.out;
+  for (int step = 1; step <= 8; ++step) {
+    // Step 5 ends the first run, so it evaluates there; compare its loss only.
+    const std::string& split = step <= 5 ? a.at(step) : b.at(step);
+    EXPECT_EQ(field(split, "loss"), field(all.at(step), "loss")) << "step " << step;
+    if (step != 5) {
+      EXPECT_EQ(split, all.at(step)) << "step " << step;
+    }
+  }
+  EXPECT_EQ(sample(second.out), sample(straight.out));
+  EXPECT_TRUE(contains(second.out, "resumed from")) << second.out;
+}
+
+TEST_F(TrainGpt, BadInputEndsWithAMessage) {
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  TempDir tmp;
+  const std::string small = (tmp.path / "small.txt").string();
+  std::ofstream(small) << "too short";
+  const std::string garbage = (tmp.path / "garbage.safetensors").string();
+  std::ofstream(garbage) << "this is not a checkpoint";
+  const std::string ckpt = (tmp.path / "ok.safetensors").string();
+  ASSERT_EQ(run(*exe_, tiny({"--steps", "1", "--save", ckpt, "--sample-bytes", "0"})).exit_code, 0);
+
+  const std::vector<Case> cases = {
+      {{"--data", "/nonexistent/text"}, 1, "/nonexistent/text"},
+      {{"--data", small}, 1, "too little text"},
+      {{"--steps", "abc"}, 2, "--steps expects an integer, got 'abc'"},
+      {{"--lr", "fast"}, 2, "--lr expects a number"},
+      {{"--bogus"}, 2, "unknown flag --bogus"},
+      {{"--steps"}, 2, "--steps needs a value"},
+      {{"extra"}, 2, "unexpected argument 'extra'"},
+      {{"--steps", "0"}, 2, "--steps must be at least 1"},
+      {{"--heads", "3"}, 2, "must divide --n-embd"},
+      {{"--budget-fraction", "1.5"}, 2, "--budget-fraction must be in (0, 1]"},
+      {{"--device", "tpu"}, 2, "--device must be cpu or cuda"},
+      {{"--device", "cuda"}, 1, "not implemented"},
+      {{"--budget-fraction", "0.01"}, 3, "budget"},
+      {{"--resume", (tmp.path / "missing.safetensors").string()}, 1, "cannot resume"},
+      {{"--resume", garbage}, 1, "cannot resume"},
+      {{"--resume", ckpt, "--layers", "3"}, 1, "--layers 2, this run has --layers 3"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = tiny({"--steps", "2"});
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const Output r = run(*exe_, args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args[0] << "\n" << r.all();
+    EXPECT_TRUE(contains(r.err, c.message)) << "expected '" << c.message << "'\n" << r.all();
+    EXPECT_TRUE(contains(r.err, "train_gpt: ")) << r.all();
+  }
+
+  const Output bad_env = run(*exe_, tiny({"--steps", "1"}), "lots");
+  EXPECT_EQ(bad_env.exit_code, 1) << bad_env.all();
+  EXPECT_TRUE(contains(bad_env.err, "DTR_MEMORY_BUDGET")) << bad_env.all();
+
+  const Output help = run(*exe_, {"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(contains(help.out, "--budget-fraction")) << help.out;
+}
+
+// ---- train_cnn ----------------------------------------------------------------------------
+
+class TrainCnn : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    exe_ = program("train_cnn");
+    if (!exe_) GTEST_SKIP() << "train_cnn was not built (DTR_BUILD_EXAMPLES=OFF?)";
+    if (!fs::exists(std::string(kFashionMnist) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << kFashionMnist << " missing: install Debian's 'dataset-fashion-mnist' package";
+    }
+  }
+  /// A narrow ResNet (two blocks per stage, so that half the peak is above
+  /// the largest single op's working set) on the first 128 training and test
+  /// images: 4 steps.
+  std::vector<std::string> tiny(std::vector<std::string> extra) const {
+    std::vector<std::string> args = {"--limit", "128", "--batch-size", "32", "--width", "4",
+                                     "--layers", "2", "--epochs", "1", "--warmup", "2",
+                                     "--log-interval", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  std::optional<fs::path> exe_;
+};
+
+TEST_F(TrainCnn, HalfThePeakGivesBitwiseTheSameLosses) {
+  const Output unbudgeted = run(*exe_, tiny({}));
+  ASSERT_EQ(unbudgeted.exit_code, 0) << unbudgeted.all();
+  const Output capped = run(*exe_, tiny({"--budget-fraction", "0.5"}));
+  ASSERT_EQ(capped.exit_code, 0) << capped.all();
+
+  ASSERT_EQ(losses(unbudgeted.out).size(), 4u) << unbudgeted.out;
+  EXPECT_EQ(losses(unbudgeted.out), losses(capped.out));
+  ASSERT_EQ(epochs(unbudgeted.out).size(), 1u) << unbudgeted.out;
+  EXPECT_EQ(epochs(unbudgeted.out), epochs(capped.out));
+  EXPECT_TRUE(contains(unbudgeted.out, "test accuracy")) << unbudgeted.out;
+
+  const long long budget = stat(capped.out, "budget_bytes");
+  EXPECT_GT(budget, 0) << capped.out;
+  EXPECT_LE(stat(capped.out, "peak_bytes"), budget) << capped.out;
+  EXPECT_GT(stat(capped.out, "evictions"), 0) << "the budget evicted nothing: the test is vacuous";
+  EXPECT_TRUE(contains(lines_of(capped.out).back(), "under a budget of"));
+}
+
+TEST_F(TrainCnn, BadInputEndsWithAMessage) {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "fmnist";
+  fs::create_directory(dir);
+  const std::vector<std::string> names = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                          "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+  for (const std::string& n : names) fs::copy_file(fs::path(kFashionMnist) / n, dir / n);
+
+  // A training-image file cut short, as an interrupted download leaves it.
+  const std::string images = read_all(dir / names[0]);
+  std::ofstream(dir / names[0], std::ios::binary | std::ios::trunc) << images.substr(0, 20000);
+  Output r = run(*exe_, tiny({"--data", dir.string()}));
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_TRUE(contains(r.err, "train-images-idx3-ubyte.gz")) << r.all();
+  EXPECT_TRUE(contains(r.err, "truncated")) << r.all();
+
+  // Labels where images belong: the magic number says so.
+  fs::copy_file(dir / names[1], dir / names[0], fs::copy_options::overwrite_existing);
+  r = run(*exe_, tiny({"--data", dir.string()}));
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_TRUE(contains(r.err, "not an IDX file of unsigned bytes with 3 dimensions")) << r.all();
+
+  // A header that promises more than the file holds (uncompressed: zlib reads it as is).
+  const unsigned char header[] = {0, 0, 8, 1, 0, 0, 0, 100, 1, 2, 3};
+  std::ofstream(dir / names[1], std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(header), sizeof header);
+  fs::copy_file(fs::path(kFashionMnist) / names[0], dir / names[0], fs::copy_options::overwrite_existing);
+  r = run(*exe_, tiny({"--data", dir.string()}));
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_TRUE(contains(r.err, "truncated")) << r.all();
+
+  fs::remove(dir / names[3]);
+  fs::copy_file(fs::path(kFashionMnist) / names[1], dir / names[1], fs::copy_options::overwrite_existing);
+  r = run(*exe_, tiny({"--data", dir.string()}));
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_TRUE(contains(r.err, "t10k-labels-idx1-ubyte.gz")) << r.all();
+
+  r = run(*exe_, {"--data", (tmp.path / "nowhere").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_TRUE(contains(r.err, "nowhere")) << r.all();
+
+  r = run(*exe_, tiny({"--limit", "-1"}));
+  EXPECT_EQ(r.exit_code, 2) << r.all();
+  EXPECT_TRUE(contains(r.err, "--limit must be non-negative")) << r.all();
+
+  r = run(*exe_, tiny({"--budget-fraction", "0.01"}));
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_TRUE(contains(r.err, "budget")) << r.all();
+}
+
+}  // namespace

@@ -136,14 +136,14 @@ TEST(TrainingUnderBudget, Mlp) {
   Model m;
   m.init = [] {
     std::vector<Tensor> p{param({64, 32}, 0.2)};
-    for (int i = 0; i < 7; ++i) p.push_back(param({64, 64}, 0.12));
+    for (int i = 0; i < 11; ++i) p.push_back(param({64, 64}, 0.12));
     p.push_back(param({10, 64}, 0.1));
     return p;
   };
   m.loss = [](const std::vector<Tensor>& p, int step) {
-    Tensor h = data({256, 32}, step);
+    Tensor h = data({1024, 32}, step);
     for (size_t i = 0; i + 1 < p.size(); ++i) h = gelu(linear(h, p[i]));
-    return cross_entropy(linear(h, p.back()), targets(256, 10, step));
+    return cross_entropy(linear(h, p.back()), targets(1024, 10, step));
   };
   check_model(m, 5);
 }
@@ -177,7 +177,7 @@ TEST(TrainingUnderBudget, MetadataStaysFlatOverAThousandSteps) {
 // A two-block pre-norm transformer with residual dropout: replay must reuse
 // the recorded Philox (seed, offset) for every mask.
 TEST(TrainingUnderBudget, TransformerWithDropout) {
-  constexpr int64_t B = 4, T = 32, C = 32, H = 4, V = 20;
+  constexpr int64_t B = 16, T = 32, C = 32, H = 4, V = 20;
   Model m;
   m.init = [] {
     std::vector<Tensor> p{param({V, C}, 0.3)};  // token embedding
@@ -230,9 +230,10 @@ TEST(TrainingUnderBudget, TransformerWithDropout) {
 TEST(TrainingUnderBudget, CnnWithBatchNorm) {
   Model m;
   m.init = [] {
-    return std::vector<Tensor>{param({8, 1, 3, 3}, 0.3), param({8}, 0.1), param({8, 8, 3, 3}, 0.1),
-                               param({8, 8, 3, 3}, 0.1), param({8, 8, 3, 3}, 0.1),
-                               param({10, 8}, 0.2)};
+    std::vector<Tensor> p{param({8, 1, 3, 3}, 0.3), param({8}, 0.1)};
+    for (int i = 0; i < 8; ++i) p.push_back(param({8, 8, 3, 3}, 0.1));
+    p.push_back(param({10, 8}, 0.2));
+    return p;
   };
   // Running statistics live outside the parameters (buffers).
   auto running_mean = std::make_shared<Tensor>();
@@ -245,11 +246,10 @@ TEST(TrainingUnderBudget, CnnWithBatchNorm) {
     Tensor x = data({8, 1, 16, 16}, step, 0.21);
     Tensor h = relu(conv2d(x, p[0], p[1], {1, 1}, {1, 1}));
     h = batch_norm(h, *running_mean, *running_var, Tensor(), Tensor(), true, 0.1, 1e-5);
-    h = relu(conv2d(h, p[2], Tensor(), {1, 1}, {1, 1})) + h;
-    h = relu(conv2d(h, p[3], Tensor(), {1, 1}, {1, 1})) + h;
-    h = max_pool2d(relu(conv2d(h, p[4], Tensor(), {1, 1}, {1, 1})), {2, 2});
+    for (size_t i = 2; i < 9; ++i) h = relu(conv2d(h, p[i], Tensor(), {1, 1}, {1, 1})) + h;
+    h = max_pool2d(relu(conv2d(h, p[9], Tensor(), {1, 1}, {1, 1})), {2, 2});
     h = adaptive_avg_pool2d(h, {1, 1}).flatten(1);
-    return cross_entropy(linear(h, p[5]), targets(8, 10, step));
+    return cross_entropy(linear(h, p[10]), targets(8, 10, step));
   };
   check_model(m, 5);
 }

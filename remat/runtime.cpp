@@ -540,6 +540,8 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
 
 void Runtime::register_constant(Storage& s) {
   std::lock_guard lock(impl_->mu);
+  // Its bytes must be here for good: bring them back before dropping lineage.
+  if (!s.resident() && s.producer != nullptr) impl_->rematerialize(s);
   impl_->pool_remove(s);
   s.pinned = true;
   s.producer.reset();

@@ -495,7 +495,7 @@ struct Tolerance {
   double rtol, atol;
 };
 
-Tolerance tolerance(DType dt) { return dt == kFloat64 ? Tolerance{1e-10, 1e-10} : Tolerance{1e-5, 1e-5}; }
+Tolerance tolerance(DType dt) { return dt == kFloat64 ? Tolerance{1e-10, 1e-12} : Tolerance{1e-5, 1e-6}; }
 
 ::testing::AssertionResult matches(const std::string& what, const Tensor& t, char kind, const Shape& shape,
                                    const std::vector<double>& expected, DType dt) {

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "eager/ops.h"
-#include "remat/runtime.h"
 
 namespace dtr {
 
@@ -181,12 +180,7 @@ void accumulate_into_leaf(Node& node, const Tensor& g_in) {
   if (g.dtype() != leaf.dtype()) g = g.to(leaf.dtype());
   if (g.shape() != leaf.shape()) g = sum_to(g, leaf.shape());
   Tensor prev = leaf.grad();
-  Tensor acc = prev.defined() ? add(prev, g) : g.detach();
-  leaf.set_grad(acc);
-  // A parameter's gradient is state, like the parameter: a constant without
-  // lineage, so the optimizer's in-place step never has to keep old
-  // parameter values for it (Note [mutation]).
-  remat::Runtime::global().register_constant(*acc.storage());
+  leaf.set_grad(prev.defined() ? add(prev, g) : g.detach());
 }
 
 }  // namespace

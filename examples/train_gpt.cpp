@@ -3,6 +3,7 @@
 // Model (nanoGPT's layout): token + position embeddings and dropout, then
 // n_layer pre-norm blocks
 //     x = x + attn(ln_1(x))                      causal multi-head self-attention
+//                                                (--attn-dropout, default 0)
 //     x = x + dropout(c_proj(gelu(c_fc(ln_2(x)))))   MLP of width 4·n_embd
 // then a final LayerNorm and an untied linear head over the 256 byte values.
 // GPT-2 initialization: N(0, 0.02) weights, residual projections scaled by
@@ -61,7 +62,8 @@ struct Config {
   int64_t n_embd = 128;
   int64_t n_head = 4;
   int64_t seq_len = 128;
-  double dropout = 0.1;
+  double dropout = 0.1;       // after the embeddings and in the MLPs
+  double attn_dropout = 0.0;  // on the attention weights and the attention output
   // training
   int64_t steps = 600;
   int64_t stop_after = 0;  // 0: run to --steps
@@ -176,11 +178,12 @@ class Mlp : public dtr::nn::UnaryModule {
 
 class Block : public dtr::nn::UnaryModule {
  public:
-  Block(int64_t n_embd, int64_t n_head, double dropout) : UnaryModule("Block") {
+  Block(int64_t n_embd, int64_t n_head, double dropout, double attn_dropout)
+      : UnaryModule("Block") {
     const std::vector<int64_t> C{n_embd};
     ln_1 = register_module("ln_1", std::make_shared<dtr::nn::LayerNorm>(C));
     attn = register_module(
-        "attn", std::make_shared<dtr::nn::CausalSelfAttention>(n_embd, n_head, dropout));
+        "attn", std::make_shared<dtr::nn::CausalSelfAttention>(n_embd, n_head, attn_dropout));
     ln_2 = register_module("ln_2", std::make_shared<dtr::nn::LayerNorm>(C));
     mlp = register_module("mlp", std::make_shared<Mlp>(n_embd, dropout));
   }
@@ -202,7 +205,7 @@ class Gpt : public dtr::nn::Module {
     drop = register_module("drop", std::make_shared<dtr::nn::Dropout>(c.dropout));
     h = register_module("h", std::make_shared<dtr::nn::Sequential>());
     for (int64_t i = 0; i < c.n_layer; ++i)
-      h->push_back(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout));
+      h->push_back(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, c.attn_dropout));
     ln_f = register_module("ln_f", std::make_shared<dtr::nn::LayerNorm>(std::vector<int64_t>{c.n_embd}));
     lm_head = register_module("lm_head", std::make_shared<dtr::nn::Linear>(c.n_embd, kVocab, false));
     init_gpt2(c.n_layer);
@@ -454,7 +457,9 @@ Config parse_flags(int argc, char** argv, bool* help) {
   flags.add("n-embd", &c.n_embd, "width of the residual stream (alias --width)");
   flags.add("width", &c.n_embd, "same as --n-embd");
   flags.add("heads", &c.n_head, "attention heads (must divide --n-embd)");
-  flags.add("dropout", &c.dropout, "dropout probability");
+  flags.add("dropout", &c.dropout, "dropout probability after the embeddings and in the MLPs");
+  flags.add("attn-dropout", &c.attn_dropout,
+            "dropout probability of the attention weights and output (costly: B x heads x T x T draws)");
   flags.add("lr", &c.lr, "peak learning rate (cosine decay to lr/10)");
   flags.add("warmup", &c.warmup, "linear warm-up steps");
   flags.add("weight-decay", &c.weight_decay, "AdamW weight decay");
@@ -486,6 +491,7 @@ Config parse_flags(int argc, char** argv, bool* help) {
           strprintf("--heads (%lld) must divide --n-embd (%lld)", static_cast<long long>(c.n_head),
                     static_cast<long long>(c.n_embd)));
   require(c.dropout >= 0 && c.dropout < 1, "--dropout must be in [0, 1)");
+  require(c.attn_dropout >= 0 && c.attn_dropout < 1, "--attn-dropout must be in [0, 1)");
   require(c.lr > 0, "--lr must be positive");
   require(c.warmup >= 0, "--warmup must be non-negative");
   require(c.weight_decay >= 0, "--weight-decay must be non-negative");
@@ -541,11 +547,11 @@ int run(int argc, char** argv) {
   std::printf("data: %s, %zu bytes (train %lld, validation %lld)\n", c.data.c_str(), text.size(),
               static_cast<long long>(train.size), static_cast<long long>(val.size));
   std::printf("training: steps %lld to %lld of %lld, batch %lld x %lld bytes, AdamW lr %g "
-              "(warm-up %lld, cosine to %g), clip %g, dropout %g, seed %lld\n",
+              "(warm-up %lld, cosine to %g), clip %g, dropout %g (attention %g), seed %lld\n",
               static_cast<long long>(first), static_cast<long long>(last),
               static_cast<long long>(c.steps), static_cast<long long>(c.batch_size),
               static_cast<long long>(c.seq_len), c.lr, static_cast<long long>(c.warmup), c.lr / 10,
-              c.grad_clip, c.dropout, static_cast<long long>(c.seed));
+              c.grad_clip, c.dropout, c.attn_dropout, static_cast<long long>(c.seed));
   if (!c.resume.empty()) std::printf("resumed from %s after step %lld\n", c.resume.c_str(),
                                      static_cast<long long>(first - 1));
   std::printf("%s\n", examples::budget_line(plan).c_str());

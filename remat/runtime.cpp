@@ -384,13 +384,11 @@ struct Runtime::Impl {
   // become constants; results with no bytes and no handle are only there for
   // others' lineage, so the walk goes on through their readers; a result
   // with no bytes that a user still holds would need the old value: fail.
-  // Detaches (and returns true) only if the resident results total at most
-  // `limit` bytes.
-  bool detach_dependants(const std::vector<std::shared_ptr<Node>>& readers, int64_t limit) {
+  // Returns false, detaching nothing, in that case.
+  bool detach_dependants(const std::vector<std::shared_ptr<Node>>& readers) {
     std::vector<std::shared_ptr<Node>> work = readers;
     absl::flat_hash_set<const Node*> seen;
     std::vector<std::shared_ptr<Storage>> to_pin;
-    int64_t pinned_bytes = 0;
     while (!work.empty()) {
       std::shared_ptr<Node> n = std::move(work.back());
       work.pop_back();
@@ -399,8 +397,6 @@ struct Runtime::Impl {
         std::shared_ptr<Storage> o = w.lock();
         if (!o || o->producer.get() != n.get()) continue;
         if (o->resident()) {
-          pinned_bytes += o->nbytes();
-          if (pinned_bytes > limit) return false;
           to_pin.push_back(std::move(o));
         } else if (o->handle_count.load() > 0) {
           return false;
@@ -558,9 +554,11 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
 
   // A constant (a parameter under an optimizer step) whose readers' results
   // are still resident: rather than copy its old bytes, detach those results
-  // from their lineage (they become constants), when that pins no more bytes
-  // than the copy would take and no evicted tensor a user holds needs it.
-  if (!has_lineage && !keep_old && impl_->detach_dependants(readers, s->nbytes())) {
+  // from their lineage (they become constants) when no evicted tensor a user
+  // holds needs the old value. Detaching costs no bytes now (the results are
+  // resident already); it only takes them out of the evictable pool, while
+  // a copy would add an unevictable storage at once.
+  if (!has_lineage && !keep_old && impl_->detach_dependants(readers)) {
     impl_->pool_remove(*s);
     return nullptr;
   }

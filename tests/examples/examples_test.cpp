@@ -185,7 +185,7 @@ class TrainGpt : public ::testing::Test {
                                      "--heads", "2", "--seq-len", "64", "--batch-size", "8",
                                      "--warmup", "2", "--log-interval", "1",
                                      "--eval-interval", "3", "--eval-batches", "2",
-                                     "--sample-bytes", "24"};
+                                     "--sample-bytes", "24", "--attn-dropout", "0.1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }

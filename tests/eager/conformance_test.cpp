@@ -658,12 +658,6 @@ TEST_P(Conformance, BudgetBitwise) {
       // need more room than the first computation did).
       for (const auto* ts : {&r->outputs, &r->grads}) {
         for (const auto& t : *ts) {
-          if (t.defined()) fprintf(stderr, "DEBUG %s res=%d prod=%d pinned=%d nbytes=%ld\n", ts == &r->outputs ? "out" : "grad", t.storage()->resident(), t.storage()->producer != nullptr, t.storage()->pinned, t.storage()->nbytes());
-          if (t.defined() && t.storage()->producer) for (auto& in : t.storage()->producer->inputs) fprintf(stderr, "DEBUG   input res=%d prod=%d pinned=%d nbytes=%ld op=%s\n", in->resident(), in->producer != nullptr, in->pinned, in->nbytes(), std::string(t.storage()->producer->op_name).c_str());
-        }
-      }
-      for (const auto* ts : {&r->outputs, &r->grads}) {
-        for (const auto& t : *ts) {
           if (t.defined()) (void)t.to_vector<double>();
         }
       }

@@ -115,7 +115,7 @@ void check_model(const Model& m, int steps) {
   // The smallest feasible budget: shrink until OutOfMemoryError.
   double lo = 0.3;
   std::optional<Run> smallest;
-  for (double fraction = 0.25; fraction > 0.01; fraction *= 0.8) {
+  for (double fraction = 0.25; fraction > 0.04; fraction *= 0.75) {
     try {
       smallest = train(m, steps, int64_t(double(peak) * fraction));
       lo = fraction;

@@ -7,6 +7,7 @@
 //   Conformance.BudgetBitwise/<case>  forward + backward again under a tight memory
 //                                     budget: bitwise equal to the unlimited run
 //   ConformanceGradcheck.Float64/<case>  finite differences (differentiable cases)
+//   ConformanceRandom.BudgetBitwise/<op> random ops: bitwise replay under a budget
 // Gradients are those of L = sum_k sum(out_k * w_k) with the generator's weights.
 // The rows of kCases mirror the generator's lambdas, name for name.
 #include <algorithm>
@@ -624,11 +625,8 @@ TEST_P(Conformance, Float32) { check_against_golden(GetParam(), kFloat32); }
 // the smallest of a few fractions of the unlimited run's peak that does not
 // run out of memory, and everything evictable is evicted between the forward
 // and the backward, so the backward and the read-back replay the lineage.
-TEST_P(Conformance, BudgetBitwise) {
-  const CaseFn* fn = find_case(GetParam());
-  const GoldenCase* gc = golden(GetParam());
-  ASSERT_NE(fn, nullptr);
-  ASSERT_NE(gc, nullptr);
+// `run(after_forward)` performs one run (random cases reseed first).
+void check_budget_bitwise(const std::function<Result(const std::function<void()>&)>& run) {
   ASSERT_FALSE(remat::memory_budget().has_value()) << "an earlier test left a budget set";
 
   // The unlimited run, and how many bytes it needed above what was resident.
@@ -637,7 +635,7 @@ TEST_P(Conformance, BudgetBitwise) {
   {
     remat::reset_stats();
     const int64_t before = remat::stats().resident_bytes;
-    const Result r = run_case(*fn, *gc, kFloat32, /*evictable_inputs=*/true);
+    const Result r = run({});
     needed = remat::stats().peak_bytes - before;
     for (const auto& t : r.outputs) expected_outputs.push_back(constant_copy(t));
     for (const auto& t : r.grads) expected_grads.push_back(constant_copy(t));
@@ -653,7 +651,7 @@ TEST_P(Conformance, BudgetBitwise) {
     remat::set_memory_budget(budget);
     remat::reset_stats();
     try {
-      r = run_case(*fn, *gc, kFloat32, /*evictable_inputs=*/true, [&] { evict_everything(budget); });
+      r = run([&] { evict_everything(budget); });
       // Read everything back under the budget (may rematerialize; that can
       // need more room than the first computation did).
       for (const auto* ts : {&r->outputs, &r->grads}) {
@@ -670,9 +668,9 @@ TEST_P(Conformance, BudgetBitwise) {
   ASSERT_TRUE(r.has_value()) << "OutOfMemoryError even at the unlimited run's peak (" << needed << " bytes)";
   EXPECT_LE(st.peak_bytes, budget) << "Note [hard budget]";
   remat::set_memory_budget(std::nullopt);  // any later rematerialization must replay bitwise too
-  RecordProperty("budget_bytes", std::to_string(budget - base) + "/" + std::to_string(needed));
-  RecordProperty("evictions", std::to_string(st.evictions));
-  RecordProperty("rematerializations", std::to_string(st.rematerializations));
+  ::testing::Test::RecordProperty("budget_bytes", std::to_string(budget - base) + "/" + std::to_string(needed));
+  ::testing::Test::RecordProperty("evictions", std::to_string(st.evictions));
+  ::testing::Test::RecordProperty("rematerializations", std::to_string(st.rematerializations));
   EXPECT_GT(st.evictions, 0) << "nothing was evicted: the check did not exercise rematerialization";
   EXPECT_GT(st.rematerializations, 0) << "nothing was rematerialized";
 
@@ -686,6 +684,16 @@ TEST_P(Conformance, BudgetBitwise) {
       EXPECT_TRUE(testing::bitwise_equal(r->grads[k], expected_grads[k])) << "gradient " << k;
     }
   }
+}
+
+TEST_P(Conformance, BudgetBitwise) {
+  const CaseFn* fn = find_case(GetParam());
+  const GoldenCase* gc = golden(GetParam());
+  ASSERT_NE(fn, nullptr);
+  ASSERT_NE(gc, nullptr);
+  check_budget_bitwise([&](const std::function<void()>& after_forward) {
+    return run_case(*fn, *gc, kFloat32, /*evictable_inputs=*/true, after_forward);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, Conformance, ::testing::ValuesIn(all_case_names()), param_name);
@@ -719,6 +727,72 @@ TEST_P(ConformanceGradcheck, Float64) {
 INSTANTIATE_TEST_SUITE_P(Ops, ConformanceGradcheck, ::testing::ValuesIn(differentiable_case_names()),
                          param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConformanceGradcheck);
+
+// ---------------------------------------------------------------------------- random ops
+// No PyTorch values can match Philox draws, so the random ops are checked
+// only for Note [replay equals original]: rematerialized under a budget they
+// must give bitwise what the unlimited run gave (the recorded (seed, offset)
+// is replayed). Each run starts from the same seed.
+
+InputSpec float_input(Shape shape, double phase) {
+  InputSpec s;
+  s.requires_grad = true;
+  s.values = formula('f', numel(shape), phase, 1.0, 0.0);
+  s.shape = std::move(shape);
+  return s;
+}
+
+struct RandomCase {
+  std::string name;
+  std::vector<InputSpec> inputs;
+  CaseFn fn;
+};
+
+const std::vector<RandomCase>& random_cases() {
+  static const std::vector<RandomCase> table = {
+      {"randn", {}, [](const Inputs&, DType dt) -> Outputs { return {randn({3, 4}, dt)}; }},
+      {"rand", {}, [](const Inputs&, DType dt) -> Outputs { return {rand({2, 5}, dt)}; }},
+      {"randint", {}, [](const Inputs&, DType) -> Outputs { return {randint(-3, 7, {10})}; }},
+      {"randn_like", {float_input({3, 4}, 0.5)},
+       [](const Inputs& x, DType) -> Outputs { return {randn_like(x[0])}; }},
+      {"rand_like", {float_input({3, 4}, 0.6)},
+       [](const Inputs& x, DType) -> Outputs { return {rand_like(x[0])}; }},
+      {"randn_in_graph", {float_input({3, 4}, 0.7)},
+       [](const Inputs& x, DType dt) -> Outputs { return {mul(x[0], randn({3, 4}, dt))}; }},
+      {"dropout_train", {float_input({4, 6}, 0.8)},
+       [](const Inputs& x, DType) -> Outputs { return {dropout(x[0], 0.3, true)}; }},
+      {"sdpa_dropout",
+       {float_input({2, 3, 4}, 0.9), float_input({2, 3, 4}, 1.0), float_input({2, 3, 5}, 1.1)},
+       [](const Inputs& x, DType) -> Outputs {
+         return {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.25, true)};
+       }},
+  };
+  return table;
+}
+
+std::vector<std::string> random_case_names() {
+  std::vector<std::string> names;
+  for (const auto& c : random_cases()) names.push_back(c.name);
+  return names;
+}
+
+class ConformanceRandom : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConformanceRandom, BudgetBitwise) {
+  const auto& cs = random_cases();
+  const auto it = std::find_if(cs.begin(), cs.end(), [&](const RandomCase& c) { return c.name == GetParam(); });
+  ASSERT_NE(it, cs.end());
+  GoldenCase gc;
+  gc.inputs = it->inputs;
+  const RngState saved = get_rng_state();
+  check_budget_bitwise([&](const std::function<void()>& after_forward) {
+    manual_seed(1234);
+    return run_case(it->fn, gc, kFloat32, /*evictable_inputs=*/true, after_forward);
+  });
+  set_rng_state(saved);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ConformanceRandom, ::testing::ValuesIn(random_case_names()), param_name);
 
 }  // namespace
 }  // namespace dtr

@@ -25,9 +25,27 @@ import subprocess
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dtr", default=os.path.join("build", "benchmarks", "train_step"),
+                    help="path of the train_step program")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json", help="also write the results here")
+    return ap.parse_args()
+
+
+# The BLAS thread pools (OpenBLAS behind both PyTorch and dtr) read these at
+# load time, so they are set before torch is imported.
+ARGS = parse_args()
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 class Mlp(nn.Module):
@@ -131,18 +149,9 @@ def torch_transformer(warmup, iters):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dtr", default=os.path.join("build", "benchmarks", "train_step"),
-                    help="path of the train_step program")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args()
-
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
+    args = ARGS
     proc = subprocess.run([args.dtr, "--threads", str(args.threads), "--iters", str(args.iters),
-                           "--warmup", str(args.warmup)], env=env, capture_output=True, text=True)
+                           "--warmup", str(args.warmup)], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit("train_step failed (%d): %s" % (proc.returncode, proc.stderr.strip()))
     dtr = json.loads(proc.stdout)

@@ -38,6 +38,7 @@ void build(Runtime& rt, Graph& g, int64_t n) {
     node->recompute = [](std::span<Storage* const>, std::span<Storage* const>) {};
     rt.allocate(*s);
     rt.record(node);
+    s->handle_count = 1;  // held, as a user's tensor would be: no eager free
     Storage* sp = s.get();
     rt.release({&sp, 1});
     g.storages.push_back(s);

@@ -27,13 +27,6 @@ TensorArg make_arg(Storage& s, const TensorMeta& m) {
   return a;
 }
 
-TensorMeta contiguous_meta(const TensorMeta& m) {
-  TensorMeta out = m;
-  out.strides = contiguous_strides(m.shape);
-  out.offset = 0;
-  return out;
-}
-
 KernelFn kernel_for(const OpDef& op, Device device) {
   KernelFn k = op.kernels[size_t(device.type)];
   DTR_CHECK(k != nullptr, NotImplementedError, "{}: no kernel for device {}", op.name,

@@ -64,7 +64,7 @@ struct Config {
   int64_t log_interval = 50;
   std::string data = kDefaultData;
   std::string device = "cpu";
-  int64_t threads = 0;
+  int64_t threads = 1;
   std::optional<double> budget_fraction;
 };
 
@@ -364,7 +364,8 @@ Config parse_flags(int argc, char** argv, bool* help) {
   flags.add("seed", &c.seed, "seed of the weights and the order of the examples");
   flags.add("limit", &c.limit, "use only the first N training and test examples (0: all)");
   flags.add("device", &c.device, "cpu (cuda is not implemented in this build)");
-  flags.add("threads", &c.threads, "kernel threads (0: all cores)");
+  flags.add("threads", &c.threads,
+            "kernel threads (0: all cores; on a busy 2-core machine one thread is faster)");
   flags.add("log-interval", &c.log_interval, "steps between log lines");
   flags.add("budget-fraction", &c.budget_fraction,
             "train under this fraction of the measured peak of an unbudgeted step "

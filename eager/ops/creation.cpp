@@ -120,7 +120,9 @@ Tensor from_host(const void* src, int64_t n, DType src_dtype, IntList shape, Ten
   const auto* in = static_cast<const std::byte*>(src);
   auto* out = static_cast<std::byte*>(storage->data());
   const int64_t isz = itemsize(src_dtype), osz = itemsize(o.dtype_);
-  if (src_dtype == o.dtype_) {
+  if (n == 0) {
+    // nothing to copy (an empty vector may have a null data pointer)
+  } else if (src_dtype == o.dtype_) {
     std::memcpy(out, in, size_t(n * isz));
   } else {
     for (int64_t i = 0; i < n; ++i) convert_element(out + i * osz, o.dtype_, in + i * isz, src_dtype);

@@ -75,6 +75,7 @@ Shape without(IntList shape, int64_t dim) {
 /// The index values as int64 (int64 or int32 storage, contiguous).
 std::vector<int64_t> load_indices(const TensorArg& index) {
   std::vector<int64_t> v(size_t(index.numel()));
+  if (v.empty()) return v;
   if (index.dtype == kInt64) {
     std::memcpy(v.data(), index.data, v.size() * sizeof(int64_t));
   } else {

@@ -179,6 +179,9 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   for (const Tensor& t : inputs) in_storages.push_back(t.storage().get());
   rt.acquire(in_storages);
   absl::InlinedVector<Storage*, 4> out_storages;
+  // Declared before the guard so the outputs outlive it: the guard's release
+  // touches their storages when a kernel throws.
+  std::vector<Tensor> outs;
   // Unlocks whatever this call still holds if anything below throws, so the
   // runtime stays consistent (an OutOfMemoryError leaves nothing locked).
   struct LockGuard {
@@ -194,7 +197,6 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     }
   } guard{rt, in_storages, out_storages, !op.flags.inplace};
 
-  std::vector<Tensor> outs;
   std::shared_ptr<Storage> old_version;
   if (op.flags.inplace) {
     const Tensor& self = inputs[0];

@@ -108,7 +108,8 @@ Result run_program(uint64_t seed, std::optional<int64_t> budget) {
 bool same_bits(const Result& a, const Result& b) {
   if (a.values.size() != b.values.size()) return false;
   for (size_t i = 0; i < a.values.size(); ++i) {
-    if (a.values[i].size() != b.values[i].size() ||
+    if (a.values[i].size() != b.values[i].size()) return false;
+    if (!a.values[i].empty() &&
         std::memcmp(a.values[i].data(), b.values[i].data(), a.values[i].size() * sizeof(float)) != 0)
       return false;
   }

@@ -8,7 +8,11 @@ namespace dtr {
 
 int64_t numel(IntList shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    // A shape whose element count overflows is a user error, never a wrap.
+    DTR_CHECK(!__builtin_mul_overflow(n, s, &n) && n <= (int64_t{1} << 60), ValueError,
+              "shape {} has too many elements (more than 2^60)", shape_str(shape));
+  }
   return n;
 }
 

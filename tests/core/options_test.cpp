@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace dtr {
 namespace {
@@ -390,5 +391,15 @@ TEST_F(EnvTest, MessageForAStrayUnit) {
   }
 }
 
+}  // namespace
+}  // namespace dtr
+
+namespace dtr {
+namespace {
+TEST(Shape, ElementCountOverflowIsAValueError) {
+  EXPECT_THROW(numel({int64_t{1} << 40, int64_t{1} << 40}), ValueError);
+  EXPECT_THROW(numel({int64_t{1} << 62, 4}), ValueError);
+  EXPECT_EQ(numel({int64_t{1} << 30, 4}), int64_t{1} << 32);
+}
 }  // namespace
 }  // namespace dtr

@@ -121,7 +121,7 @@ class FlagParser {
       std::string left = "  --" + f.name + " " + placeholder(f);
       if (left.size() < 28) left.resize(28, ' ');
       else left += "\n" + std::string(28, ' ');
-      out += left + f.help + " (default: " + f.default_text + ")\n";
+      out += left + f.help + " (default: " + (f.default_text.empty() ? "none" : f.default_text) + ")\n";
     }
     out += "  --help                    print this help\n"
            "\nenvironment: DTR_MEMORY_BUDGET (e.g. 64MiB) caps memory like --budget-fraction;\n"
@@ -368,7 +368,7 @@ class Progress {
       eta = strprintf("%lld:%02lld", static_cast<long long>(left / 60),
                       static_cast<long long>(left % 60));
     }
-    std::printf("\r[%s] %lld/%lld eta %s  %s", bar.c_str(), static_cast<long long>(done_),
+    std::printf("\r[%s] %lld/%lld eta %s  %s\x1b[K", bar.c_str(), static_cast<long long>(done_),
                 static_cast<long long>(total_), eta.c_str(), status_.c_str());
     drawn_ = true;
   }

@@ -428,7 +428,7 @@ int run(int argc, char** argv) {
   Trainer t = build(c);
   int64_t n_params = 0;
   for (const Tensor& p : t.model->parameters()) n_params += p.numel();
-  std::printf("train_cnn: ResNet with %lld parameters (width %lld, %lld block(s) per stage), "
+  std::printf("train_cnn: ResNet with %lld parameters (width %lld, blocks per stage %lld), "
               "device %s\n",
               static_cast<long long>(n_params), static_cast<long long>(c.width),
               static_cast<long long>(c.blocks), c.device.c_str());

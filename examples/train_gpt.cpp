@@ -372,6 +372,7 @@ std::string generate(const Config& c, Gpt& model, int64_t n) {
 
 std::map<std::string, std::string> checkpoint_metadata(const Config& c) {
   return {{"format", kCheckpointFormat},
+          {"steps", std::to_string(c.steps)},
           {"n_layer", std::to_string(c.n_layer)},
           {"n_embd", std::to_string(c.n_embd)},
           {"n_head", std::to_string(c.n_head)},
@@ -436,6 +437,11 @@ int64_t load_checkpoint(const Config& c, Trainer& t, const std::string& path) {
   }
   const std::vector<int64_t> r = rng->to_vector<int64_t>();
   dtr::set_rng_state({uint64_t(r[0]), uint64_t(r[1])});
+  if (meta["steps"] != std::to_string(c.steps)) {
+    std::printf("note: %s was written by a run of --steps %s; the learning-rate schedule now "
+                "follows --steps %lld, so the run differs from one made in one go\n",
+                path.c_str(), meta["steps"].c_str(), static_cast<long long>(c.steps));
+  }
   return step->item<int64_t>();
 }
 
@@ -540,7 +546,7 @@ int run(int argc, char** argv) {
   if (!c.resume.empty()) first = load_checkpoint(c, t, c.resume) + 1;
   const int64_t last = c.stop_after > 0 ? c.stop_after : c.steps;
 
-  std::printf("train_gpt: %.2fM parameters (%lld layers, n_embd %lld, %lld heads, context %lld), "
+  std::printf("train_gpt: %.2fM parameters (layers %lld, n_embd %lld, heads %lld, context %lld), "
               "device %s\n",
               double(n_params) / 1e6, static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head),
@@ -596,14 +602,17 @@ int run(int argc, char** argv) {
   }
   progress.finish();
 
+  const int64_t done = std::max(first - 1, last);  // a resumed run may have nothing left to do
   if (!c.save.empty()) {
-    save_checkpoint(c, t, last, c.save);
-    std::printf("saved checkpoint %s (step %lld)\n", c.save.c_str(), static_cast<long long>(last));
+    save_checkpoint(c, t, done, c.save);
+    std::printf("saved checkpoint %s (step %lld)\n", c.save.c_str(), static_cast<long long>(done));
   }
   const dtr::remat::Stats stats = dtr::remat::stats();
   if (std::isnan(last_val)) last_val = evaluate(c, *t.model, val);
-  std::printf("validation loss %.4f (%.3f bits per byte) after step %lld; last train loss %.4f\n",
-              last_val, last_val / std::log(2.0), static_cast<long long>(last), last_loss);
+  std::printf("validation loss %.4f (%.3f bits per byte) after step %lld", last_val,
+              last_val / std::log(2.0), static_cast<long long>(done));
+  if (!std::isnan(last_loss)) std::printf("; last train loss %.4f", last_loss);
+  std::printf("\n");
   if (c.sample_bytes > 0) {
     std::printf("sample (temperature %g, seed %lld):\n%s\n", c.temperature,
                 static_cast<long long>(c.seed), std::string(60, '-').c_str());

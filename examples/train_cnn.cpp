@@ -320,11 +320,13 @@ double lr_at(const Config& c, int64_t step, int64_t total) {
 
 double train_step(Trainer& t, const Batch& b, double lr) {
   t.opt->set_lr(lr);
-  t.opt->zero_grad();
   const Tensor loss = dtr::cross_entropy(t.model->forward(b.x), b.y);
   const double value = loss.item<double>();
   loss.backward();
   t.opt->step();
+  // Gradients are dropped as soon as they are used, not at the next step:
+  // their memory (and the lineage they hold) is free for evaluation.
+  t.opt->zero_grad();
   return value;
 }
 

@@ -65,7 +65,7 @@ struct Config {
   double dropout = 0.1;       // after the embeddings and in the MLPs
   double attn_dropout = 0.0;  // on the attention weights and the attention output
   // training
-  int64_t steps = 500;
+  int64_t steps = 450;
   int64_t stop_after = 0;  // 0: run to --steps
   int64_t batch_size = 32;
   double lr = 4e-3;
@@ -307,12 +307,14 @@ Trainer build(const Config& c) {
 double train_step(const Config& c, Trainer& t, const Split& train, int64_t step) {
   t.opt->set_lr(lr_at(c, step));
   const Batch b = sample_batch(train, c.batch_size, c.seq_len);
-  t.opt->zero_grad();
   const Tensor loss = loss_of(*t.model, b);
   const double value = loss.item<double>();
   loss.backward();
   clip_grad_norm(t.opt->params(), c.grad_clip);
   t.opt->step();
+  // Gradients are dropped as soon as they are used, not at the next step:
+  // their memory (and the lineage they hold) is free for evaluation.
+  t.opt->zero_grad();
   return value;
 }
 

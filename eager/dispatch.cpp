@@ -271,6 +271,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     }
     node->device = device;
     node->cost_seconds = estimate_seconds(cost, device);
+    node->flops = cost.flops;
     node->replayable = !(op.flags.side_effect || op.flags.collective);
     record->attrs = attrs;
     node->recompute = Replay{std::move(record)};

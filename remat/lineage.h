@@ -35,6 +35,8 @@ struct Node {
   std::function<void(std::span<Storage* const> inputs, std::span<Storage* const> outputs)> recompute;
   /// Estimated cost of one replay in seconds (Note [scores]).
   double cost_seconds = 0;
+  /// Floating-point operations of one replay (the registry's estimate).
+  double flops = 0;
   /// False for ops flagged side_effect or collective: their outputs are
   /// constants and never evicted (Note [what may be evicted]).
   bool replayable = true;

@@ -353,6 +353,7 @@ struct Runtime::Impl {
       stats.recompute_seconds_measured += std::chrono::duration<double>(t1 - t0).count();
       stats.recompute_seconds_estimated += node.cost_seconds;
       ++stats.recomputed_ops;
+      stats.recomputed_flops += node.flops;
       stats.rematerializations += restored;
       if (!trace_path.empty()) {
         trace_event(fmt::format(

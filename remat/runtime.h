@@ -28,6 +28,7 @@ struct Stats {
   int64_t eager_frees = 0;           // storages freed because no handle was left
   int64_t rematerializations = 0;    // storages recomputed
   int64_t recomputed_ops = 0;        // op replays
+  double recomputed_flops = 0;       // sum of replayed ops' estimated FLOPs
   double recompute_seconds_estimated = 0;  // sum of replayed ops' estimated cost
   double recompute_seconds_measured = 0;   // wall time spent replaying
   int64_t metadata_nodes = 0;        // live lineage nodes

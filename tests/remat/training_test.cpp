@@ -110,6 +110,10 @@ void check_model(const Model& m, int steps) {
     if (fraction < 1.0) {
       EXPECT_GT(r.stats.evictions, 0) << fraction;
       EXPECT_GT(r.stats.rematerializations, 0) << fraction;
+      // Replayed ops carry the registry's FLOP estimate (every model here
+      // replays at least one matmul or convolution).
+      EXPECT_GT(r.stats.recomputed_flops, 0) << fraction;
+      EXPECT_GE(r.stats.recomputed_ops, 1) << fraction;
     }
   }
   // The smallest feasible budget: shrink until OutOfMemoryError.

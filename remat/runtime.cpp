@@ -381,15 +381,16 @@ struct Runtime::Impl {
   }
 
   // Note [mutation], the cheap way: walks the lineage downstream of a
-  // mutated constant through `readers`. Resident results are collected to
-  // become constants; results with no bytes and no handle are only there for
-  // others' lineage, so the walk goes on through their readers; a result
-  // with no bytes that a user still holds would need the old value: fail.
-  // Returns false, detaching nothing, in that case.
+  // mutated constant through `readers`. A result that a user holds, or that
+  // an op is using now, keeps its bytes and becomes a constant. A result no
+  // user holds is only there for others' lineage, which this detach cuts:
+  // its bytes (if any) are freed and its lineage dropped, and the walk goes
+  // on through its readers. A result with no bytes that a user still holds
+  // would need the old value: fail. Returns false, changing nothing, then.
   bool detach_dependants(const std::vector<std::shared_ptr<Node>>& readers) {
     std::vector<std::shared_ptr<Node>> work = readers;
     absl::flat_hash_set<const Node*> seen;
-    std::vector<std::shared_ptr<Storage>> to_pin;
+    std::vector<std::shared_ptr<Storage>> to_pin, to_drop;
     while (!work.empty()) {
       std::shared_ptr<Node> n = std::move(work.back());
       work.pop_back();
@@ -397,19 +398,29 @@ struct Runtime::Impl {
       for (const auto& w : n->outputs) {
         std::shared_ptr<Storage> o = w.lock();
         if (!o || o->producer.get() != n.get()) continue;
-        if (o->resident()) {
+        const bool held = o->handle_count.load() > 0;
+        if (o->resident() && (held || o->lock_count > 0)) {
           to_pin.push_back(std::move(o));
-        } else if (o->handle_count.load() > 0) {
-          return false;
-        } else {
-          for (const auto& cw : o->consumers)
-            if (auto c = cw.lock()) work.push_back(std::move(c));
+          continue;
         }
+        if (held) return false;
+        for (const auto& cw : o->consumers)
+          if (auto c = cw.lock()) work.push_back(std::move(c));
+        to_drop.push_back(std::move(o));
       }
     }
     for (auto& o : to_pin) {
       pool_remove(*o);
       o->pinned = true;
+      o->producer.reset();
+    }
+    for (auto& o : to_drop) {
+      if (o->resident()) {
+        free_bytes(*o);
+        ++stats.eager_frees;
+      } else {
+        policy->on_destroy(*o);  // leaves its equivalence class
+      }
       o->producer.reset();
     }
     return true;

@@ -282,6 +282,42 @@ TEST(References, Case11OptimizerStepDoesNotLeakIntoOldActivations) {
   EXPECT_EQ(h2.to_vector<float>(), before2);
 }
 
+// Case 11, continued: an intermediate that no user holds but that a replay
+// brought back (it fed an evicted tensor's recomputation) is freed, not
+// turned into a constant, when the parameter it was computed from changes.
+TEST(References, Case11OptimizerStepFreesUnheldIntermediates) {
+  manual_seed(14);
+  Tensor w = leaf_param({64, 64}, 0.1);
+  Tensor x = leaf_param({256, 64}, 1.0);
+  const int64_t kBytes = 256 * 64 * 4;  // h and a: 64 KiB each
+  Tensor a;
+  {
+    NoGradGuard ng;
+    Tensor h = matmul(x, w);
+    a = relu(h);
+  }  // h has no handle left: freed at once
+  const auto before = a.to_vector<float>();
+  const int64_t base = remat::stats().resident_bytes;
+  {
+    BudgetScope b(base);
+    Tensor filler = randn({256, 64});  // a is the only evictable storage
+    EXPECT_FALSE(a.storage()->resident());
+  }
+  EXPECT_EQ(a.to_vector<float>(), before);  // its replay brings h back too
+  EXPECT_EQ(remat::stats().resident_bytes, base + kBytes);
+  {
+    NoGradGuard ng;
+    w.add_(1.0);
+  }
+  // h's bytes are gone; a keeps its old value as a constant.
+  EXPECT_EQ(remat::stats().resident_bytes, base);
+  EXPECT_EQ(a.to_vector<float>(), before);
+  {
+    BudgetScope b(base);
+    EXPECT_THROW(randn({256, 64}), OutOfMemoryError);  // a is a constant now
+  }
+}
+
 // Case 12: Linear(4,3) on an input that does not require grad: parameters
 // still get the reference gradients under any budget.
 TEST(References, Case12ParametersGetGradientsWithoutInputGrad) {

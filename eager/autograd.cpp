@@ -12,6 +12,7 @@ namespace dtr {
 
 namespace {
 thread_local bool t_grad_enabled = true;
+thread_local autograd::ReadCapture* t_capture = nullptr;
 std::atomic<uint64_t> g_seq{0};
 }  // namespace
 
@@ -40,7 +41,8 @@ Node::~Node() {
 }
 
 std::string Node::name() const {
-  if (op == nullptr) return "AccumulateGrad";
+  if (is_accumulator()) return "AccumulateGrad";
+  if (op == nullptr) return custom_name + "Backward";
   std::string n;
   bool upper = true;
   for (char c : op->name) {
@@ -69,6 +71,26 @@ std::shared_ptr<Node> accumulator_for(const Tensor& leaf) {
   n->input_metas.push_back(leaf.meta());
   am.grad_accumulator = n;
   return n;
+}
+
+/// The edge along which a gradient reaches `t` (which requires grad).
+Edge edge_to(const Tensor& t) {
+  if (t.is_leaf()) return Edge{accumulator_for(t), 0};
+  return Edge{t.impl()->autograd->grad_fn, t.impl()->autograd->output_nr};
+}
+
+/// Records the outputs' metadata on `node` and makes the floating ones its outputs.
+void set_grad_fn(std::span<Tensor> outputs, const std::shared_ptr<Node>& node) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& out = outputs[i];
+    node->output_metas.push_back(out.meta());
+    if (!out.is_floating_point()) continue;
+    TensorImpl* impl = out.impl();
+    if (!impl->autograd) impl->autograd = std::make_unique<AutogradMeta>();
+    impl->autograd->requires_grad = true;
+    impl->autograd->grad_fn = node;
+    impl->autograd->output_nr = uint32_t(i);
+  }
 }
 
 SavedTensor save(const Tensor& t) {
@@ -108,8 +130,24 @@ void check_inplace(const OpDef& op, const Tensor& self) {
             op.name, shape_str(self.shape()));
 }
 
+ReadCapture::ReadCapture() : prev_(t_capture) { t_capture = this; }
+
+ReadCapture::~ReadCapture() {
+  t_capture = prev_;
+  if (prev_ != nullptr)
+    for (const Tensor& t : tensors_) prev_->note(t);
+}
+
+void ReadCapture::note(const Tensor& t) {
+  if (seen_.insert(t.impl()).second) tensors_.push_back(t);
+}
+
 void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
             std::span<Tensor> outputs) {
+  if (t_capture != nullptr && op.backward != nullptr) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (differentiable_input(op, i, inputs[i])) t_capture->note(inputs[i]);
+  }
   if (!will_record(op, inputs)) return;
   auto node = std::make_shared<Node>();
   node->op = &op;
@@ -120,30 +158,33 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     node->input_metas.push_back(t.meta());
-    if (!differentiable_input(op, i, t)) continue;
-    if (t.is_leaf()) {
-      node->next[i] = Edge{accumulator_for(t), 0};
-    } else {
-      node->next[i] = Edge{t.impl()->autograd->grad_fn, t.impl()->autograd->output_nr};
-    }
+    if (differentiable_input(op, i, t)) node->next[i] = edge_to(t);
   }
   if (op.save & kSaveInputs) {
     for (const Tensor& t : inputs) node->saved_inputs.push_back(save(t));
   }
-  for (const Tensor& t : outputs) node->output_metas.push_back(t.meta());
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    Tensor& out = outputs[i];
-    if (!out.is_floating_point()) continue;
-    TensorImpl* impl = out.impl();
-    if (!impl->autograd) impl->autograd = std::make_unique<AutogradMeta>();
-    impl->autograd->requires_grad = true;
-    impl->autograd->grad_fn = node;
-    impl->autograd->output_nr = uint32_t(i);
-  }
+  set_grad_fn(outputs, node);
   // Saved after the outputs are wired so an in-place output saves its new version.
   if (op.save & kSaveOutputs) {
     for (const Tensor& t : outputs) node->saved_outputs.push_back(save(t));
   }
+}
+
+void record_custom(std::string name, CustomBackwardFn backward, std::span<const Tensor> inputs,
+                   std::span<Tensor> outputs) {
+  DTR_INTERNAL_ASSERT(backward != nullptr, "record_custom: {} has no backward", name);
+  auto node = std::make_shared<Node>();
+  node->custom_backward = std::move(backward);
+  node->custom_name = std::move(name);
+  node->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  node->next.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    node->input_metas.push_back(t.meta());
+    node->saved_inputs.push_back(save(t));
+    if (t.requires_grad()) node->next[i] = edge_to(t);
+  }
+  set_grad_fn(outputs, node);
 }
 
 Tensor sum_to(const Tensor& grad, IntList shape) {
@@ -202,7 +243,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     }
     const uint32_t nr = t.grad_fn() ? t.impl()->autograd->output_nr : 0;
     auto& buf = buffers[fn.get()];
-    if (buf.empty()) buf.resize(fn->op ? fn->output_metas.size() : 1);
+    if (buf.empty()) buf.resize(fn->is_accumulator() ? 1 : fn->output_metas.size());
     buf[nr] = accumulate(buf[nr], grad_roots[r]);
     if (!deps.contains(fn.get())) {
       deps[fn.get()] = 0;
@@ -233,7 +274,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     ready.pop();
     std::vector<Tensor> grads = std::move(buffers[n]);
     buffers.erase(n);
-    if (n->op == nullptr) {
+    if (n->is_accumulator()) {
       accumulate_into_leaf(*n, grads.empty() ? Tensor() : grads[0]);
       continue;
     }
@@ -258,11 +299,16 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     for (const auto& s : n->saved_outputs) outputs.push_back(unpack(s, *n));
     inputs.resize(n->input_metas.size());
     outputs.resize(n->output_metas.size());
-    uint64_t mask = 0;
-    for (size_t i = 0; i < n->next.size(); ++i)
-      if (n->next[i].node) mask |= uint64_t{1} << i;
-    BackwardContext ctx{*n->op, n->attrs, inputs, outputs, n->input_metas, n->output_metas, mask};
-    std::vector<Tensor> in_grads = n->op->backward(ctx, grads);
+    std::vector<Tensor> in_grads;
+    if (n->custom_backward) {
+      in_grads = n->custom_backward(inputs, grads);
+    } else {
+      uint64_t mask = 0;
+      for (size_t i = 0; i < n->next.size(); ++i)
+        if (n->next[i].node) mask |= uint64_t{1} << i;
+      BackwardContext ctx{*n->op, n->attrs, inputs, outputs, n->input_metas, n->output_metas, mask};
+      in_grads = n->op->backward(ctx, grads);
+    }
     DTR_INTERNAL_ASSERT(in_grads.size() <= n->next.size(), "{} returned {} gradients for {} inputs",
                         n->name(), in_grads.size(), n->next.size());
     if (!retain_graph) {
@@ -278,7 +324,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
                           "{}: gradient {} has shape {}, input has shape {}", n->name(), i,
                           shape_str(in_grads[i].shape()), shape_str(im.shape));
       auto& buf = buffers[e.node.get()];
-      if (buf.empty()) buf.resize(e.node->op ? e.node->output_metas.size() : 1);
+      if (buf.empty()) buf.resize(e.node->is_accumulator() ? 1 : e.node->output_metas.size());
       buf[e.input_nr] = accumulate(buf[e.input_nr], in_grads[i]);
     }
     for (const Edge& e : n->next) {

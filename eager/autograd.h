@@ -3,10 +3,13 @@
 // ordinary handles, evictable like any other (DESIGN.md step 7).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <absl/container/flat_hash_set.h>
 
 #include "core/op_registry.h"
 #include "eager/tensor.h"
@@ -72,6 +75,14 @@ struct Edge {
   uint32_t input_nr = 0;
 };
 
+/// The backward of a node defined by a closure instead of an op's rule (a
+/// checkpoint region, torch.autograd.Function in spirit). Receives the saved
+/// inputs (version-checked; empty once released) and one gradient per output
+/// (zeros where none arrived); returns one gradient per input (undefined where
+/// there is none). It may run a nested backward: the engine is re-entrant.
+using CustomBackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
+                                                           std::span<const Tensor> grad_outputs)>;
+
 /// A node of the backward graph: an op application, or the accumulator of a
 /// leaf's gradient.
 struct Node {
@@ -80,8 +91,11 @@ struct Node {
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-  const OpDef* op = nullptr;  // null for a gradient accumulator
+  const OpDef* op = nullptr;  // null for a gradient accumulator and a custom node
   Attrs attrs;
+  /// Set for a custom node (then op is null); custom_name names it ("CheckpointFunction").
+  CustomBackwardFn custom_backward;
+  std::string custom_name;
   std::vector<SavedTensor> saved_inputs;
   std::vector<SavedTensor> saved_outputs;
   std::vector<TensorMeta> input_metas;
@@ -96,11 +110,41 @@ struct Node {
   /// Creation order; backward runs later nodes first (like PyTorch).
   uint64_t seq = 0;
   std::string name() const;
+  bool is_accumulator() const { return op == nullptr && !custom_backward; }
 };
 
-/// Runs backward from `roots` with `grad_roots` (same length).
+/// Runs backward from `roots` with `grad_roots` (same length). Re-entrant: a
+/// custom node's backward may call it again on a graph of its own.
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
                   bool retain_graph);
+
+/// Records one custom node for `outputs` computed from `inputs` outside
+/// autograd: saves every input (like save_for_backward), links an edge for
+/// each input that requires grad, and makes the floating outputs non-leaves
+/// with `name` + "Backward" as grad_fn. The caller decides that a node is
+/// wanted (grad mode on, something requires grad).
+void record_custom(std::string name, CustomBackwardFn backward, std::span<const Tensor> inputs,
+                   std::span<Tensor> outputs);
+
+/// Collects, in a scope on this thread, every tensor that requires grad and
+/// that a differentiable op reads, with grad mode on or off: how a checkpoint
+/// region, run under no_grad, learns which parameters it used. Scopes nest;
+/// what an inner scope sees is also reported to the enclosing one.
+class ReadCapture {
+ public:
+  ReadCapture();
+  ~ReadCapture();
+  ReadCapture(const ReadCapture&) = delete;
+  ReadCapture& operator=(const ReadCapture&) = delete;
+  /// Distinct tensors (by handle) in order of first read.
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  void note(const Tensor& t);
+
+ private:
+  ReadCapture* prev_;
+  std::vector<Tensor> tensors_;
+  absl::flat_hash_set<const TensorImpl*> seen_;
+};
 
 /// Records the backward node for an op application if grad mode is on and
 /// any differentiable input requires grad; sets outputs' grad_fn.

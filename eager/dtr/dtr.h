@@ -11,6 +11,7 @@
 #include "core/shape.h"
 #include "eager/autocast.h"
 #include "eager/autograd.h"
+#include "eager/checkpoint.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 #include "eager/random.h"

@@ -2,6 +2,16 @@
 // chunks whose boundaries depend only on `n` and `grain`, never on the thread
 // count, and each index is computed by exactly one thread. A reduction across
 // chunks must combine per-chunk partials in chunk order (see parallel_reduce).
+//
+// The loops run on dtr's own thread pool (core/parallel.cpp): the calling
+// thread plus num_threads() - 1 workers that sleep on a condition variable
+// between jobs (after a short bounded spin). A parallel_for called from
+// inside another one, or from a second thread while the pool is busy, runs
+// its chunks serially on the calling thread, with the same chunks. An
+// exception thrown by the loop body reaches the caller of parallel_for: the
+// chunks not yet started are skipped, the running ones finish, and the
+// exception of the lowest-numbered failing chunk is rethrown (the one a
+// serial run would throw).
 #pragma once
 
 #include <algorithm>
@@ -10,20 +20,32 @@
 
 namespace dtr {
 
-/// Threads used by kernels (default: hardware concurrency, or OMP_NUM_THREADS).
+/// Threads used by kernels, the caller included. Default: OMP_NUM_THREADS
+/// when set to a positive integer (the variable PyTorch and OpenBLAS users
+/// already set), else the hardware concurrency. The pool grows or shrinks to
+/// match at the next parallel loop.
 int num_threads();
+/// Sets the kernel thread count (values below 1 mean 1), like
+/// torch.set_num_threads. Results do not depend on it (Note [determinism]).
 void set_num_threads(int n);
 
-namespace detail {
-void run_chunks(int64_t nchunks, void (*fn)(void*, int64_t), void* ctx);
-}
+/// True on a thread that is running chunks of a parallel loop.
+bool in_parallel_region();
 
-/// Calls f(begin, end) over [0, n) in chunks of at least `grain` indices.
+namespace detail {
+/// Calls fn(ctx, c) for every c in [0, nchunks), each exactly once, spread
+/// over the pool; returns when all have finished. Rethrows as described above.
+void run_chunks(int64_t nchunks, void (*fn)(void*, int64_t), void* ctx);
+}  // namespace detail
+
+/// Calls f(begin, end) over [0, n) in chunks of at least `grain` indices
+/// (at most 256 chunks). f must compute each index independently of how the
+/// range is cut: with one thread it may see [0, n) at once.
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  if (n <= grain || num_threads() == 1) {
+  if (n <= grain || num_threads() == 1 || in_parallel_region()) {
     f(int64_t{0}, n);
     return;
   }

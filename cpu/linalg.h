@@ -1,18 +1,16 @@
 // GEMM through OpenBLAS and the float32 staging used by the kernels of the
 // linalg and conv families (cpu/linalg.cpp, cpu/conv.cpp).
 //
-// Note [determinism] for GEMM: OpenBLAS computes each output element with one
-// kernel over the full K range; for a fixed OpenBLAS thread count its results
-// are bitwise reproducible. We fix that count once, at kernel registration
-// (fix_blas_threads), to OPENBLAS_NUM_THREADS when the user set it and to
-// dtr::num_threads() otherwise; later dtr::set_num_threads calls do not
-// change it. GEMMs of a batch run one after another, so no result depends on
-// dtr's thread count.
-//
-// Call gemm only from the thread that runs the kernel, never inside a
-// parallel_for: the pthread build of OpenBLAS called from OpenMP worker
-// threads is 10-40x slower (measured on OpenBLAS 0.3.21), even with one
-// OpenBLAS thread. Large GEMMs are threaded by OpenBLAS itself.
+// Note [determinism] for GEMM: OpenBLAS's results depend on its own thread
+// count (measured on 0.3.21: the threaded and single-threaded paths, and
+// different thread counts, round differently). So OpenBLAS always runs with
+// one thread (fix_blas_threads) and dtr's pool (core/parallel.h) does the
+// threading: gemm cuts C into blocks of whole rows or whole columns chosen
+// from (M, N, K) alone (gemm_blocks) and makes one single-threaded BLAS call
+// per block. Every thread count makes the same calls, so C is bitwise the
+// same; one pool serves both GEMM and the other kernels, so nothing
+// oversubscribes the cores. gemm may be called inside a parallel_for (the
+// inner loop then runs its blocks on the calling thread).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +28,23 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
           int64_t ldc);
 
-/// Sets OpenBLAS's thread count once per process (see the note above).
+/// Multiply-adds a GEMM block aims for, and the fewest rows (or columns) a
+/// block may have; see gemm_blocks.
+inline constexpr int64_t kGemmBlockMacs = int64_t{1} << 22;
+inline constexpr int64_t kGemmMinBlock = 128;
+
+/// How gemm cuts C (M, N): `count` blocks of `size` whole rows (`rows`) or
+/// whole columns, the last one possibly shorter; count == 1 means one call.
+/// The count is a power of two, halved-block work stays >= kGemmBlockMacs
+/// and blocks stay >= kGemmMinBlock long; the blocks' ends are multiples of 16.
+struct GemmBlocks {
+  bool rows = true;
+  int64_t size = 0;
+  int64_t count = 1;
+};
+GemmBlocks gemm_blocks(int64_t M, int64_t N, int64_t K);
+
+/// Sets OpenBLAS to one thread, once per process (see the note above).
 void fix_blas_threads();
 
 /// Runs `kernel` with every float16/bfloat16 operand converted to a

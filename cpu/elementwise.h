@@ -3,7 +3,7 @@
 //
 // `map_elements<R, In...>(out, {&a, &b, ...}, f)` writes out[i] = f(a[i], b[i], ...)
 // where each input is broadcast to out's shape and may have any strides (an
-// in-place op's output is a strided view). Three paths, all computing the
+// in-place op's output is a strided view). Two paths, all computing the
 // same f on the same values, so the result never depends on the layout:
 //  - typed: every operand is stored as the C++ type the functor takes; the
 //    innermost run is a plain (vectorizable) loop when it is contiguous,
@@ -11,6 +11,8 @@
 //    value along it (broadcast);
 //  - buffered: otherwise (float16/bfloat16 storage, mixed dtypes), runs are
 //    converted into small stack buffers, computed, and converted back.
+// The vectorized loops run as AVX2 code where the CPU has it (without FMA,
+// so the values are the SSE2 loop's, bit for bit).
 // Work is split over output elements only (Note [determinism]).
 #pragma once
 
@@ -193,6 +195,41 @@ void store_run(std::byte* dst, int64_t stride, DType dt, const T* src, int64_t n
   }
 }
 
+/// o[j] = f(x_0[j], x_1[j], ...) for j in [0, n): the vectorized inner loop.
+template <typename R, typename... In, typename F, size_t... K>
+void simd_map(R* o, const std::tuple<const In*...>& x, int64_t n, F& f, std::index_sequence<K...>) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) o[j] = f(std::get<K>(x)[j]...);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/// simd_map compiled for AVX2 (8 floats a step instead of SSE2's 4). FMA
+/// stays off, so no multiply-add is contracted and every lane computes
+/// bitwise what the SSE2 loop computes: the result never depends on the
+/// instruction set (Note [determinism]).
+template <typename R, typename... In, typename F, size_t... K>
+__attribute__((target("avx2"))) void simd_map_avx2(R* o, const std::tuple<const In*...>& x, int64_t n,
+                                                   F& f, std::index_sequence<K...>) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) o[j] = f(std::get<K>(x)[j]...);
+}
+
+inline bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
+/// simd_map on the widest instruction set this CPU has.
+template <typename R, typename... In, typename F, size_t... K>
+void dispatch_simd_map(R* o, const std::tuple<const In*...>& x, int64_t n, F& f,
+                       std::index_sequence<K...> seq) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (n >= 16 && cpu_has_avx2()) return simd_map_avx2<R, In...>(o, x, n, f, seq);
+#endif
+  simd_map<R, In...>(o, x, n, f, seq);
+}
+
 template <typename R, typename... In, typename F, size_t... K>
 void map_impl(const TensorArg& out, const std::array<const TensorArg*, sizeof...(In)>& ins, F& f,
               std::index_sequence<K...>) {
@@ -209,8 +246,7 @@ void map_impl(const TensorArg& out, const std::array<const TensorArg*, sizeof...
       if (contiguous || n == 1) {
         const std::tuple<const In*...> x{reinterpret_cast<const In*>(p[K + 1])...};
         // In-place ops pass o == an input exactly: element j reads then writes j only.
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) o[j] = f(std::get<K>(x)[j]...);
+        dispatch_simd_map<R, In...>(o, x, n, f, std::index_sequence<K...>{});
         return;
       }
       const bool contiguous_or_repeated =
@@ -230,9 +266,7 @@ void map_impl(const TensorArg& out, const std::array<const TensorArg*, sizeof...
           const std::tuple<const In*...> x{
               (s[K + 1] == 0 ? std::get<K>(repeated).data()
                              : reinterpret_cast<const In*>(p[K + 1]) + j0)...};
-          R* oj = o + j0;
-#pragma omp simd
-          for (int64_t j = 0; j < m; ++j) oj[j] = f(std::get<K>(x)[j]...);
+          dispatch_simd_map<R, In...>(o + j0, x, m, f, std::index_sequence<K...>{});
         }
         return;
       }
@@ -250,8 +284,8 @@ void map_impl(const TensorArg& out, const std::array<const TensorArg*, sizeof...
     for (int64_t j0 = 0; j0 < n; j0 += kBuffer) {
       const int64_t m = std::min(kBuffer, n - j0);
       (load_run(std::get<K>(buf).data(), p[K + 1] + j0 * s[K + 1], s[K + 1], ins[K]->dtype, m), ...);
-#pragma omp simd
-      for (int64_t j = 0; j < m; ++j) obuf[size_t(j)] = f(std::get<K>(buf)[size_t(j)]...);
+      const std::tuple<const In*...> x{std::get<K>(buf).data()...};
+      dispatch_simd_map<R, In...>(obuf.data(), x, m, f, std::index_sequence<K...>{});
       store_run(p[0] + j0 * s[0], s[0], out.dtype, obuf.data(), m);
     }
   });

@@ -10,7 +10,8 @@
 //
 //   ./build/benchmarks/train_step --iters 20 --warmup 3 [--threads N] [--budget BYTES]
 // Not a Google Benchmark: it is run by the comparison script, which needs the
-// per-step medians of whole training steps.
+// per-step medians of whole training steps. Each model reports the median
+// wall time, the fastest step and the median CPU time of the process per step.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "core/parallel.h"
 #include "dtr/dtr.h"
@@ -83,24 +86,41 @@ struct Transformer : dtr::nn::Module {
 
 struct Timing {
   double median_ms = 0, min_ms = 0;
+  double cpu_median_ms = 0;  // CPU time of the whole process (all threads) per step
   double last_loss = 0;
   int64_t parameters = 0;
 };
 
-/// Median wall time of `step` (which returns the loss) over `iters` runs after `warmup`.
+/// CPU time consumed so far by all threads of this process, in milliseconds.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/// Median wall and CPU time of `step` (which returns the loss) over `iters`
+/// runs after `warmup`. CPU time is the steadier figure on a loaded machine:
+/// it does not count time spent waiting for a core.
 Timing time_steps(const std::function<double()>& step, int warmup, int iters) {
   Timing t;
   for (int i = 0; i < warmup; ++i) t.last_loss = step();
-  std::vector<double> ms;
+  std::vector<double> ms, cpu_ms;
   for (int i = 0; i < iters; ++i) {
+    const double cpu_start = process_cpu_ms();
     const auto start = std::chrono::steady_clock::now();
     t.last_loss = step();
     const auto end = std::chrono::steady_clock::now();
+    cpu_ms.push_back(process_cpu_ms() - cpu_start);
     ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
   }
-  std::sort(ms.begin(), ms.end());
-  t.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-  t.min_ms = ms.front();
+  t.median_ms = median(ms);
+  t.min_ms = *std::min_element(ms.begin(), ms.end());
+  t.cpu_median_ms = median(cpu_ms);
   return t;
 }
 
@@ -149,8 +169,9 @@ Timing bench_transformer(int warmup, int iters) {
 }
 
 void print_json(const char* name, const Timing& t, bool last) {
-  std::printf("    \"%s\": {\"median_ms\": %.4f, \"min_ms\": %.4f, \"loss\": %.6f, \"parameters\": %lld}%s\n",
-              name, t.median_ms, t.min_ms, t.last_loss, static_cast<long long>(t.parameters),
+  std::printf("    \"%s\": {\"median_ms\": %.4f, \"min_ms\": %.4f, \"cpu_median_ms\": %.4f, \"loss\": %.6f, "
+              "\"parameters\": %lld}%s\n",
+              name, t.median_ms, t.min_ms, t.cpu_median_ms, t.last_loss, static_cast<long long>(t.parameters),
               last ? "" : ",");
 }
 

@@ -4,7 +4,14 @@ models of benchmarks/train_step.cpp, timed in PyTorch and in dtr on the same
 machine in one run, with the ratio dtr / PyTorch (lower is better for dtr).
 
     /usr/bin/python3 benchmarks/train_step_compare.py --dtr build/benchmarks/train_step
-        [--threads N] [--iters 20] [--warmup 3]
+        [--threads N] [--iters 20] [--warmup 3] [--rounds 1]
+
+With --rounds R the two run alternately R times and each figure is the
+median of the R per-round medians (steadier on a shared machine). Besides
+wall time, the CPU time of the process per step is reported: on a loaded
+machine it does not count time spent waiting for a core. OMP_WAIT_POLICY
+is passed through unchanged and printed (PyTorch's OpenMP threads busy-wait
+by default, which costs it dearly when the cores are shared).
 
 Both sides use the same thread count: dtr through --threads (and the
 OpenMP/OpenBLAS variables), PyTorch through torch.set_num_threads. The
@@ -33,6 +40,7 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1, help="alternate dtr and PyTorch this many times")
     ap.add_argument("--json", help="also write the results here")
     return ap.parse_args()
 
@@ -103,12 +111,15 @@ def time_steps(step, warmup, iters):
     loss = None
     for _ in range(warmup):
         loss = step()
-    ms = []
+    ms, cpu_ms = [], []
     for _ in range(iters):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         loss = step()
         ms.append((time.perf_counter() - t0) * 1e3)
-    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "loss": loss}
+        cpu_ms.append((time.process_time() - c0) * 1e3)
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms),
+            "cpu_median_ms": statistics.median(cpu_ms), "loss": loss}
 
 
 def torch_mlp(warmup, iters):
@@ -148,34 +159,62 @@ def torch_transformer(warmup, iters):
     return r
 
 
-def main():
-    args = ARGS
+def run_dtr(args):
     proc = subprocess.run([args.dtr, "--threads", str(args.threads), "--iters", str(args.iters),
                            "--warmup", str(args.warmup)], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit("train_step failed (%d): %s" % (proc.returncode, proc.stderr.strip()))
-    dtr = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
 
-    torch.set_num_threads(dtr["threads"])
-    ours = {"mlp": torch_mlp(args.warmup, args.iters),
-            "transformer": torch_transformer(args.warmup, args.iters)}
 
-    print("one training step (forward + backward + AdamW), median of %d after %d warm-up, %d threads"
-          % (args.iters, args.warmup, dtr["threads"]))
+KEYS = ("median_ms", "min_ms", "cpu_median_ms")
+
+
+def main():
+    args = ARGS
+    torch.set_num_threads(args.threads)
+    rounds = {"dtr": {"mlp": [], "transformer": []}, "torch": {"mlp": [], "transformer": []}}
+    parameters = {}
+    threads = args.threads
+    for _ in range(max(1, args.rounds)):
+        dtr = run_dtr(args)
+        threads = dtr["threads"]
+        for name in ("mlp", "transformer"):
+            rounds["dtr"][name].append(dtr["models"][name])
+        torch_runs = {"mlp": torch_mlp, "transformer": torch_transformer}
+        for name, fn in torch_runs.items():
+            r = fn(args.warmup, args.iters)
+            rounds["torch"][name].append(r)
+            parameters[name] = (dtr["models"][name]["parameters"], r["parameters"])
+
+    def summary(runs):
+        return {k: statistics.median(r[k] for r in runs) if k != "min_ms" else min(r[k] for r in runs)
+                for k in KEYS}
+
+    print("one training step (forward + backward + AdamW), median of %d steps after %d warm-up, "
+          "%d threads, %d round(s), OMP_WAIT_POLICY=%s"
+          % (args.iters, args.warmup, threads, max(1, args.rounds), os.environ.get("OMP_WAIT_POLICY", "unset")))
     print("PyTorch %s" % torch.__version__)
-    print("%-12s %12s %14s %14s %10s" % ("model", "parameters", "dtr ms", "PyTorch ms", "dtr/PyTorch"))
+    print("%-12s %10s %10s %8s %10s %10s %8s %10s %10s" % (
+        "model", "dtr ms", "torch ms", "ratio", "dtr cpu", "torch cpu", "ratio", "dtr min", "torch min"))
     rows = {}
     for name in ("mlp", "transformer"):
-        d, t = dtr["models"][name], ours[name]
-        if d["parameters"] != t["parameters"]:
-            print("warning: %s has %d parameters in dtr, %d in PyTorch" % (name, d["parameters"], t["parameters"]))
+        d, t = summary(rounds["dtr"][name]), summary(rounds["torch"][name])
+        if parameters[name][0] != parameters[name][1]:
+            print("warning: %s has %d parameters in dtr, %d in PyTorch" % (name, *parameters[name]))
         ratio = d["median_ms"] / t["median_ms"]
+        cpu_ratio = d["cpu_median_ms"] / t["cpu_median_ms"]
         rows[name] = {"dtr_ms": d["median_ms"], "torch_ms": t["median_ms"], "ratio": ratio,
-                      "parameters": t["parameters"]}
-        print("%-12s %12d %14.3f %14.3f %10.2f" % (name, t["parameters"], d["median_ms"], t["median_ms"], ratio))
+                      "dtr_cpu_ms": d["cpu_median_ms"], "torch_cpu_ms": t["cpu_median_ms"],
+                      "cpu_ratio": cpu_ratio, "dtr_min_ms": d["min_ms"], "torch_min_ms": t["min_ms"],
+                      "parameters": parameters[name][1]}
+        print("%-12s %10.3f %10.3f %8.2f %10.3f %10.3f %8.2f %10.3f %10.3f" % (
+            name, d["median_ms"], t["median_ms"], ratio, d["cpu_median_ms"], t["cpu_median_ms"], cpu_ratio,
+            d["min_ms"], t["min_ms"]))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"threads": dtr["threads"], "iters": args.iters, "rows": rows}, fh, indent=2)
+            json.dump({"threads": threads, "iters": args.iters, "rounds": max(1, args.rounds),
+                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "rows": rows}, fh, indent=2)
     return 0
 
 

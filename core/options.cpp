@@ -199,7 +199,7 @@ const std::array<OptionRow, 7>& option_rows() {
         "evicted neighbourhood), dtr_local, lru, size, msps"},
        "dtr_eq, dtr, dtr_local, lru, size, msps",
        [](Options& o, std::string_view v) { return assign(parse_heuristic(v), o.heuristic); }},
-      {{"DTR_SAMPLE", "all", "candidates examined per eviction: all, or a random sqrt(n) of them"},
+      {{"DTR_SAMPLE", "sqrt", "candidates examined per eviction: all, or a random sqrt(n) of them"},
        "all, sqrt",
        [](Options& o, std::string_view v) { return assign(parse_sample_mode(v), o.sample); }},
       {{"DTR_MIN_EVICT_BYTES", "0", "storages smaller than this are never eviction candidates"},

@@ -51,7 +51,7 @@ absl::StatusOr<bool> parse_bool(std::string_view text);
 struct Options {
   MemoryBudget memory_budget;           // DTR_MEMORY_BUDGET
   Heuristic heuristic = Heuristic::kDtrEq;  // DTR_HEURISTIC
-  SampleMode sample = SampleMode::kAll;     // DTR_SAMPLE
+  SampleMode sample = SampleMode::kSqrt;    // DTR_SAMPLE
   int64_t min_evict_bytes = 0;          // DTR_MIN_EVICT_BYTES
   std::string log_level = "warn";       // DTR_LOG
   std::string trace_path;               // DTR_TRACE ("" = off)

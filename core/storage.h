@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -69,6 +70,12 @@ class Storage {
   uint64_t verify_hash = 0;
   /// Lineage nodes that read this storage (Note [mutation] needs them).
   std::vector<std::weak_ptr<remat::Node>> consumers;
+  /// Eviction-policy bookkeeping (remat/policy.cpp, h_DTR^eq): the
+  /// union-find class while evicted, or -1; while resident, the evicted
+  /// neighbours and the class each had when it was evicted (pointers are
+  /// compared, never followed).
+  int32_t remat_class = -1;
+  std::vector<std::pair<const Storage*, int32_t>> evicted_neighbours;
 
  private:
   int64_t nbytes_;

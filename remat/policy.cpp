@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
 #include "remat/lineage.h"
@@ -12,15 +11,52 @@ namespace dtr::remat {
 
 double local_cost(const Storage& s) { return s.producer ? s.producer->cost_seconds : 0.0; }
 
+void CandidatePool::fill(Candidate& c, Storage& s) {
+  c.s = &s;
+  c.cost = local_cost(s);
+  c.nbytes = s.nbytes();
+  c.last_access = s.last_access;
+  const auto& en = s.evicted_neighbours;
+  if (en.size() <= size_t(Candidate::kInline)) {
+    c.n_classes = int32_t(en.size());
+    for (size_t i = 0; i < en.size(); ++i) c.classes[i] = en[i].second;
+  } else {
+    c.n_classes = -1;
+  }
+}
+
+void CandidatePool::add(Storage& s) {
+  if (s.pool_index >= 0) return sync(s);
+  s.pool_index = int64_t(items_.size());
+  fill(items_.emplace_back(), s);
+}
+
+void CandidatePool::remove(Storage& s) {
+  if (s.pool_index < 0) return;
+  const auto i = size_t(s.pool_index);
+  if (i + 1 != items_.size()) {
+    items_[i] = items_.back();
+    items_[i].s->pool_index = int64_t(i);
+  }
+  items_.pop_back();
+  s.pool_index = -1;
+}
+
+void CandidatePool::sync(Storage& s) {
+  if (s.pool_index >= 0) fill(items_[size_t(s.pool_index)], s);
+}
+
 namespace {
 
-double staleness(const Storage& s, int64_t now) { return double(std::max<int64_t>(now - s.last_access, 0) + 1); }
-double bytes(const Storage& s) { return double(std::max<int64_t>(s.nbytes(), 1)); }
+double staleness(const Candidate& c, int64_t now) {
+  return double(std::max<int64_t>(now - c.last_access, 0) + 1);
+}
+double bytes(const Candidate& c) { return double(std::max<int64_t>(c.nbytes, 1)); }
 
 // Visits the direct neighbours of `s`: the inputs of its producer and the
 // outputs of the nodes that read it.
 template <typename F>
-void for_each_neighbour(const Storage& s, F&& f) {
+void for_each_neighbour(const Storage& s, F&& f) {  // f(Storage&)
   if (s.producer) {
     for (const auto& in : s.producer->inputs) f(*in);
   }
@@ -38,26 +74,27 @@ bool evicted(const Storage& s) {
 
 class LocalPolicy final : public EvictionPolicy {
  public:
-  double score(const Storage& s, int64_t now) override {
-    return (local_cost(s) + 1e-12) / (bytes(s) * staleness(s, now));
+  double score(const Candidate& c, int64_t now) override {
+    return (c.cost + 1e-12) / (bytes(c) * staleness(c, now));
   }
 };
 
 class LruPolicy final : public EvictionPolicy {
  public:
-  double score(const Storage& s, int64_t now) override { return 1.0 / staleness(s, now); }
+  double score(const Candidate& c, int64_t now) override { return 1.0 / staleness(c, now); }
 };
 
 class SizePolicy final : public EvictionPolicy {
  public:
-  double score(const Storage& s, int64_t) override { return 1.0 / bytes(s); }
+  double score(const Candidate& c, int64_t) override { return 1.0 / bytes(c); }
 };
 
 // Exact evicted neighbourhood by graph search (expensive; the reference).
 class DtrPolicy final : public EvictionPolicy {
  public:
-  double score(const Storage& s, int64_t now) override {
-    double cost = local_cost(s);
+  double score(const Candidate& c, int64_t now) override {
+    const Storage& s = *c.s;
+    double cost = c.cost;
     seen_.clear();
     stack_.clear();
     seen_.insert(&s);
@@ -72,7 +109,7 @@ class DtrPolicy final : public EvictionPolicy {
         if (evicted(n) && seen_.insert(&n).second) stack_.push_back(&n);
       });
     }
-    return (cost + 1e-12) / (bytes(s) * staleness(s, now));
+    return (cost + 1e-12) / (bytes(c) * staleness(c, now));
   }
 
  private:
@@ -83,8 +120,9 @@ class DtrPolicy final : public EvictionPolicy {
 // Memory saved per second of recompute: cost includes evicted ancestors.
 class MspsPolicy final : public EvictionPolicy {
  public:
-  double score(const Storage& s, int64_t) override {
-    double cost = local_cost(s);
+  double score(const Candidate& c, int64_t) override {
+    const Storage& s = *c.s;
+    double cost = c.cost;
     seen_.clear();
     stack_.clear();
     if (s.producer)
@@ -98,7 +136,7 @@ class MspsPolicy final : public EvictionPolicy {
         for (const auto& in : u->producer->inputs)
           if (evicted(*in) && seen_.insert(in.get()).second) stack_.push_back(in.get());
     }
-    return (cost + 1e-12) / bytes(s);
+    return (cost + 1e-12) / bytes(c);
   }
 
  private:
@@ -108,35 +146,64 @@ class MspsPolicy final : public EvictionPolicy {
 
 // h_DTR^eq: evicted storages are grouped in union-find classes that carry
 // the summed cost of their members; the evicted neighbourhood of t is
-// approximated by the distinct classes of t's evicted neighbours.
+// approximated by the distinct classes of t's evicted neighbours. Each
+// resident storage keeps the list of its evicted neighbours' classes
+// (Storage::evicted_neighbours), updated when a neighbour is evicted or comes
+// back, so a score reads the candidate and the class table only: no graph
+// walk and no hash lookup per decision.
 class DtrEqPolicy final : public EvictionPolicy {
  public:
-  double score(const Storage& s, int64_t now) override {
-    double cost = local_cost(s);
-    roots_.clear();
-    for_each_neighbour(s, [&](const Storage& n) {
-      auto it = member_.find(&n);
-      if (it == member_.end()) return;
-      const int32_t r = find(it->second);
-      if (std::find(roots_.begin(), roots_.end(), r) == roots_.end()) {
-        roots_.push_back(r);
-        cost += classes_[size_t(r)].cost;
+  double score(const Candidate& c, int64_t now) override {
+    double cost = c.cost;
+    int32_t roots[Candidate::kInline];
+    int n_roots = 0;
+    if (c.n_classes >= 0) {
+      for (int i = 0; i < c.n_classes; ++i) {
+        const int32_t r = find(c.classes[i]);
+        bool dup = false;
+        for (int j = 0; j < n_roots; ++j) dup |= roots[j] == r;
+        if (!dup) {
+          roots[n_roots++] = r;
+          cost += classes_[size_t(r)].cost;
+        }
+      }
+    } else {
+      roots_.clear();
+      for (const auto& [n, cls] : c.s->evicted_neighbours) {
+        const int32_t r = find(cls);
+        if (std::find(roots_.begin(), roots_.end(), r) == roots_.end()) {
+          roots_.push_back(r);
+          cost += classes_[size_t(r)].cost;
+        }
+      }
+    }
+    return (cost + 1e-12) / (bytes(c) * staleness(c, now));
+  }
+
+  void on_evict(Storage& s, CandidatePool& pool) override {
+    if (s.remat_class >= 0) return;
+    const int32_t id = new_class(local_cost(s));
+    s.remat_class = id;
+    s.evicted_neighbours.clear();
+    members_.insert(&s);
+    for_each_neighbour(s, [&](Storage& n) {
+      if (n.remat_class >= 0) {
+        unite(id, n.remat_class);
+      } else {
+        n.evicted_neighbours.emplace_back(&s, id);
+        pool.sync(n);
       }
     });
-    return (cost + 1e-12) / (bytes(s) * staleness(s, now));
   }
 
-  void on_evict(Storage& s) override {
-    const int32_t id = new_class(local_cost(s));
-    member_[&s] = id;
-    for_each_neighbour(s, [&](const Storage& n) {
-      auto it = member_.find(&n);
-      if (it != member_.end()) unite(id, it->second);
+  void on_rematerialize(Storage& s, CandidatePool& pool) override {
+    leave(s, pool);
+    s.evicted_neighbours.clear();
+    for_each_neighbour(s, [&](Storage& n) {
+      if (n.remat_class >= 0) s.evicted_neighbours.emplace_back(&n, n.remat_class);
     });
   }
-
-  void on_rematerialize(Storage& s) override { leave(s); }
-  void on_destroy(Storage& s) override { leave(s); }
+  void on_destroy(Storage& s, CandidatePool& pool) override { leave(s, pool); }
 
  private:
   struct Class {
@@ -169,34 +236,53 @@ class DtrEqPolicy final : public EvictionPolicy {
   }
   // A member leaves its class (rematerialized or destroyed): the class keeps
   // the other members and loses this one's cost (the paper keeps classes
-  // unsplit; subtracting the cost keeps scores from drifting upwards).
-  void leave(Storage& s) {
-    auto it = member_.find(&s);
-    if (it == member_.end()) return;
-    const int32_t r = find(it->second);
+  // unsplit; subtracting the cost keeps scores from drifting upwards), and
+  // its resident neighbours forget it.
+  void leave(Storage& s, CandidatePool& pool) {
+    if (s.remat_class < 0) return;
+    const int32_t r = find(s.remat_class);
     classes_[size_t(r)].cost = std::max(0.0, classes_[size_t(r)].cost - local_cost(s));
-    member_.erase(it);
-    if (member_.empty()) {
+    s.remat_class = -1;
+    members_.erase(&s);
+    for_each_neighbour(s, [&](Storage& n) { forget(n, &s, pool); });
+    if (members_.empty()) {
       classes_.clear();
-    } else if (classes_.size() > 4 * member_.size() + 1024) {
-      rebuild();  // host metadata stays proportional to what is evicted
+    } else if (classes_.size() > 4 * members_.size() + 1024) {
+      rebuild(pool);  // host metadata stays proportional to what is evicted
     }
   }
 
-  // Recomputes the classes from the evicted storages alone.
-  void rebuild() {
+  static void forget(Storage& n, const Storage* gone, CandidatePool& pool) {
+    auto& en = n.evicted_neighbours;
+    const auto it = std::remove_if(en.begin(), en.end(), [&](const auto& p) { return p.first == gone; });
+    if (it == en.end()) return;
+    en.erase(it, en.end());
+    pool.sync(n);
+  }
+
+  // Recomputes the classes, and the resident neighbours' lists, from the
+  // evicted storages alone.
+  void rebuild(CandidatePool& pool) {
     classes_.clear();
-    for (auto& [st, id] : member_) id = new_class(local_cost(*st));
-    for (auto& [st, id] : member_) {
-      for_each_neighbour(*st, [&](const Storage& n) {
-        auto it = member_.find(&n);
-        if (it != member_.end()) unite(id, it->second);
+    for (Storage* u : members_) u->remat_class = new_class(local_cost(*u));
+    for (Storage* u : members_) {
+      for_each_neighbour(*u, [&](Storage& n) {
+        if (n.remat_class >= 0) unite(u->remat_class, n.remat_class);
+        else n.evicted_neighbours.clear();
+      });
+    }
+    for (Storage* u : members_) {
+      for_each_neighbour(*u, [&](Storage& n) {
+        if (n.remat_class < 0) {
+          n.evicted_neighbours.emplace_back(u, u->remat_class);
+          pool.sync(n);
+        }
       });
     }
   }
 
   std::vector<Class> classes_;
-  absl::flat_hash_map<const Storage*, int32_t> member_;
+  absl::flat_hash_set<Storage*> members_;
   std::vector<int32_t> roots_;
 };
 

@@ -17,21 +17,56 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/options.h"
 #include "core/storage.h"
 
 namespace dtr::remat {
 
+/// One eviction candidate: a resident, unlocked storage with replayable
+/// lineage. The fields a score reads are copied here when the storage enters
+/// the pool (they change only while it is out: locked or evicted), so a
+/// decision reads one packed array instead of chasing pointers.
+struct Candidate {
+  Storage* s = nullptr;
+  double cost = 0;          // c0(t), seconds
+  int64_t nbytes = 0;       // m(t), bytes
+  int64_t last_access = 0;  // logical clock tick
+  /// Classes of the evicted neighbours (dtr_eq), inline; -1: more than
+  /// kInline, read s->evicted_neighbours.
+  int32_t n_classes = 0;
+  static constexpr int kInline = 3;
+  int32_t classes[kInline] = {};
+};
+
+/// The evictable pool; Storage::pool_index is a storage's position.
+class CandidatePool {
+ public:
+  void add(Storage& s);
+  void remove(Storage& s);
+  /// Re-copies the policy's fields of `s` when it is in the pool.
+  void sync(Storage& s);
+  size_t size() const { return items_.size(); }
+  const Candidate& operator[](size_t i) const { return items_[i]; }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  static void fill(Candidate& c, Storage& s);
+  std::vector<Candidate> items_;
+};
+
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
   /// Lower is evicted first. `now` is the logical clock.
-  virtual double score(const Storage& s, int64_t now) = 0;
-  /// Bookkeeping hooks (equivalence classes).
-  virtual void on_evict(Storage&) {}
-  virtual void on_rematerialize(Storage&) {}
-  virtual void on_destroy(Storage&) {}
+  virtual double score(const Candidate& c, int64_t now) = 0;
+  /// Bookkeeping hooks (equivalence classes). `pool` is told of resident
+  /// storages whose evicted neighbourhood changed.
+  virtual void on_evict(Storage&, CandidatePool&) {}
+  virtual void on_rematerialize(Storage&, CandidatePool&) {}
+  virtual void on_destroy(Storage&, CandidatePool&) {}
 };
 
 std::unique_ptr<EvictionPolicy> make_policy(Heuristic h);

@@ -329,7 +329,7 @@ TEST_F(EnvTest, DefaultsWhenUnset) {
   const Options o = options_from_env();
   EXPECT_EQ(o.memory_budget.kind, MemoryBudget::Kind::kUnlimited);
   EXPECT_EQ(o.heuristic, Heuristic::kDtrEq);
-  EXPECT_EQ(o.sample, SampleMode::kAll);
+  EXPECT_EQ(o.sample, SampleMode::kSqrt);
   EXPECT_EQ(o.min_evict_bytes, 0);
   EXPECT_EQ(o.log_level, "warn");
   EXPECT_EQ(o.trace_path, "");

@@ -200,7 +200,13 @@ struct PolicyFixture : Fixture {
     if (input) input->consumers.push_back(node);
     return s;
   }
+  // The policy's score of `s` as a pool candidate.
+  double score(EvictionPolicy& p, Storage& s, int64_t now) {
+    pool.add(s);
+    return p.score(pool[size_t(s.pool_index)], now);
+  }
   std::vector<std::shared_ptr<Node>> nodes;
+  CandidatePool pool;
 };
 
 TEST_F(PolicyFixture, FormulasOrderCandidates) {
@@ -209,13 +215,13 @@ TEST_F(PolicyFixture, FormulasOrderCandidates) {
   auto costly_small = make(64, 1.0, 90);  // local: 1/(64*11)
   auto stale = make(64, 1.0, 10);         // local: 1/(64*91)
   auto local = make_policy(Heuristic::kDtrLocal);
-  EXPECT_LT(local->score(*cheap_big, now), local->score(*stale, now));
-  EXPECT_LT(local->score(*stale, now), local->score(*costly_small, now));
-  EXPECT_DOUBLE_EQ(local->score(*cheap_big, now), (1.0 + 1e-12) / (4096.0 * 11.0));
+  EXPECT_LT(score(*local, *cheap_big, now), score(*local, *stale, now));
+  EXPECT_LT(score(*local, *stale, now), score(*local, *costly_small, now));
+  EXPECT_DOUBLE_EQ(score(*local, *cheap_big, now), (1.0 + 1e-12) / (4096.0 * 11.0));
   auto lru = make_policy(Heuristic::kLru);
-  EXPECT_LT(lru->score(*stale, now), lru->score(*cheap_big, now));
+  EXPECT_LT(score(*lru, *stale, now), score(*lru, *cheap_big, now));
   auto size = make_policy(Heuristic::kSize);
-  EXPECT_LT(size->score(*cheap_big, now), size->score(*stale, now));
+  EXPECT_LT(score(*size, *cheap_big, now), score(*size, *stale, now));
 }
 
 TEST_F(PolicyFixture, EvictedNeighbourhoodAddsCost) {
@@ -225,14 +231,14 @@ TEST_F(PolicyFixture, EvictedNeighbourhoodAddsCost) {
   // `parent` has no bytes: it is evicted.
   const int64_t now = 9;
   auto exact = make_policy(Heuristic::kDtr);
-  EXPECT_DOUBLE_EQ(exact->score(*child, now), (1.0 + 5.0 + 1e-12) / (100.0 * 10.0));
+  EXPECT_DOUBLE_EQ(score(*exact, *child, now), (1.0 + 5.0 + 1e-12) / (100.0 * 10.0));
   auto eq = make_policy(Heuristic::kDtrEq);
-  eq->on_evict(*parent);
-  EXPECT_DOUBLE_EQ(eq->score(*child, now), (1.0 + 5.0 + 1e-12) / (100.0 * 10.0));
-  eq->on_rematerialize(*parent);
-  EXPECT_DOUBLE_EQ(eq->score(*child, now), (1.0 + 1e-12) / (100.0 * 10.0));
+  eq->on_evict(*parent, pool);
+  EXPECT_DOUBLE_EQ(score(*eq, *child, now), (1.0 + 5.0 + 1e-12) / (100.0 * 10.0));
+  eq->on_rematerialize(*parent, pool);
+  EXPECT_DOUBLE_EQ(score(*eq, *child, now), (1.0 + 1e-12) / (100.0 * 10.0));
   auto msps = make_policy(Heuristic::kMsps);
-  EXPECT_DOUBLE_EQ(msps->score(*child, now), (1.0 + 5.0 + 1e-12) / 100.0);
+  EXPECT_DOUBLE_EQ(score(*msps, *child, now), (1.0 + 5.0 + 1e-12) / 100.0);
 }
 
 TEST_F(PolicyFixture, EquivalenceClassesMergeEvictedChains) {
@@ -242,12 +248,31 @@ TEST_F(PolicyFixture, EquivalenceClassesMergeEvictedChains) {
   auto c = make(10, 4.0, 0, b);
   auto d = make(10, 8.0, 0, c);
   auto eq = make_policy(Heuristic::kDtrEq);
-  eq->on_evict(*a);
-  eq->on_evict(*c);
-  eq->on_evict(*b);  // joins a and c into one class of cost 7
-  EXPECT_DOUBLE_EQ(eq->score(*d, 0), (8.0 + 7.0 + 1e-12) / 10.0);
+  eq->on_evict(*a, pool);
+  eq->on_evict(*c, pool);
+  eq->on_evict(*b, pool);  // joins a and c into one class of cost 7
+  EXPECT_DOUBLE_EQ(score(*eq, *d, 0), (8.0 + 7.0 + 1e-12) / 10.0);
   auto exact = make_policy(Heuristic::kDtr);
-  EXPECT_DOUBLE_EQ(exact->score(*d, 0), (8.0 + 7.0 + 1e-12) / 10.0);
+  EXPECT_DOUBLE_EQ(score(*exact, *d, 0), (8.0 + 7.0 + 1e-12) / 10.0);
+}
+
+TEST_F(PolicyFixture, EquivalenceClassesTrackManyEvictedNeighbours) {
+  // A resident centre read by five ops whose outputs (costs 1..5) are
+  // evicted: more evicted neighbours than a candidate holds inline.
+  auto centre = make(16, 0.5, 0);
+  std::vector<std::shared_ptr<Storage>> kids;
+  for (int i = 1; i <= 5; ++i) kids.push_back(make(16, double(i), 0, centre));
+  auto eq = make_policy(Heuristic::kDtrEq);
+  for (auto& k : kids) eq->on_evict(*k, pool);
+  EXPECT_DOUBLE_EQ(score(*eq, *centre, 0), (0.5 + 15.0 + 1e-12) / 16.0);
+  // Two come back: the centre's neighbourhood loses their cost.
+  eq->on_rematerialize(*kids[1], pool);
+  eq->on_rematerialize(*kids[4], pool);
+  EXPECT_DOUBLE_EQ(score(*eq, *centre, 0), (0.5 + 1.0 + 3.0 + 4.0 + 1e-12) / 16.0);
+  // A rematerialized child sees the centre as resident: only its own cost.
+  EXPECT_DOUBLE_EQ(score(*eq, *kids[1], 0), (2.0 + 1e-12) / 16.0);
+  eq->on_destroy(*kids[0], pool);
+  EXPECT_DOUBLE_EQ(score(*eq, *centre, 0), (0.5 + 3.0 + 4.0 + 1e-12) / 16.0);
 }
 
 }  // namespace

@@ -1,0 +1,111 @@
+// The caching allocator of CPU storages (cpu/host_allocator.h): freed large
+// blocks are reused, small ones and those over the cap go back to malloc.
+#include "cpu/host_allocator.h"
+
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dtr/dtr.h"
+
+namespace dtr::cpu {
+namespace {
+
+TEST(HostAllocator, InstalledForCpuStorages) {
+  EXPECT_EQ(get_allocator(kCPU), &host_allocator());
+}
+
+TEST(HostAllocator, ReusesFreedBlocksOfTheSamePageRoundedSize) {
+  CachingHostAllocator a;
+  void* p = a.allocate(100000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  std::memset(p, 1, 100000);
+  a.deallocate(p, 100000);
+  EXPECT_EQ(a.stats().cached_bytes, 102400);  // 100000 rounded up to 25 pages
+  // 100001 bytes round to the same 25 pages: the freed block comes back.
+  void* q = a.allocate(100001);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a.stats().hits, 1);
+  EXPECT_EQ(a.stats().misses, 1);
+  EXPECT_EQ(a.stats().cached_bytes, 0);
+  // A different size is a miss.
+  void* r = a.allocate(200000);
+  EXPECT_NE(r, q);
+  EXPECT_EQ(a.stats().misses, 2);
+  a.deallocate(q, 100001);
+  a.deallocate(r, 200000);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().cached_bytes, 0);
+}
+
+TEST(HostAllocator, SmallBlocksAreNotCached) {
+  CachingHostAllocator a;
+  void* p = a.allocate(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  a.deallocate(p, 1000);
+  EXPECT_EQ(a.stats().cached_bytes, 0);
+  EXPECT_EQ(a.stats().misses, 0);
+  void* z = a.allocate(0);  // a zero-byte storage still gets a distinct block
+  EXPECT_NE(z, nullptr);
+  a.deallocate(z, 0);
+}
+
+TEST(HostAllocator, CachedBytesStayUnderTheCap) {
+  CachingHostAllocator a(size_t{1} << 20);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 5; ++i) blocks.push_back(a.allocate(size_t{300} << 10));
+  for (void* p : blocks) a.deallocate(p, size_t{300} << 10);
+  // Three 300 KiB blocks fit under 1 MiB, the other two went back to malloc.
+  EXPECT_EQ(a.stats().cached_bytes, 3 * (300 << 10));
+  CachingHostAllocator none(0);
+  void* p = none.allocate(size_t{1} << 20);
+  none.deallocate(p, size_t{1} << 20);
+  EXPECT_EQ(none.stats().cached_bytes, 0);
+}
+
+TEST(HostAllocator, ManyThreadsAtOnce) {
+  CachingHostAllocator a;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&a, t] {
+      for (int i = 0; i < 200; ++i) {
+        const size_t n = size_t(64 + (i + t) % 5) << 10;
+        auto* p = static_cast<unsigned char*>(a.allocate(n));
+        ASSERT_NE(p, nullptr);
+        p[0] = p[n - 1] = static_cast<unsigned char>(t);
+        EXPECT_EQ(p[0], p[n - 1]);
+        a.deallocate(p, n);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const HostCacheStats s = a.stats();
+  EXPECT_EQ(s.hits + s.misses, 8 * 200);
+  EXPECT_GT(s.hits, 0);
+}
+
+TEST(HostAllocator, TrainingStepsReuseTheirBuffers) {
+  // After the first step, a repeated step's large buffers come from the cache.
+  Tensor w = randn({256, 256});
+  w.requires_grad_();
+  auto step = [&] {
+    Tensor x = randn({256, 256});
+    Tensor loss = gelu(matmul(x, w)).sum();
+    loss.backward();
+    w.set_grad(Tensor());
+  };
+  step();
+  const HostCacheStats before = host_allocator().stats();
+  step();
+  const HostCacheStats after = host_allocator().stats();
+  EXPECT_GT(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+}
+
+}  // namespace
+}  // namespace dtr::cpu

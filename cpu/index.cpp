@@ -357,9 +357,18 @@ void masked_fill_kernel(const KernelContext& c) {
         std::equal(mask.shape.begin() + int64_t(lead), mask.shape.end(), out.shape.end() - int64_t(inner));
     parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
       if (mask_repeats) {
-        for (int64_t i = b, j = b % mn; i < e; ++i) {
-          op[i] = m[j] ? v : xp[i];
-          if (++j == mn) j = 0;
+        // Runs up to the end of each repetition of the mask: plain loops
+        // with an unconditional load, which vectorize.
+        for (int64_t i = b, j = b % mn; i < e; j = 0) {
+          const int64_t len = std::min(e - i, mn - j);
+          const uint8_t* mj = m + j;
+          const float* xi = xp + i;
+          float* oi = op + i;
+          for (int64_t k = 0; k < len; ++k) {
+            const float xv = xi[k];
+            oi[k] = mj[k] ? v : xv;
+          }
+          i += len;
         }
       } else {
         for_each_offset(out.shape, ms, b, e, [&](int64_t i, int64_t mo) { op[i] = m[mo] ? v : xp[i]; });

@@ -85,9 +85,13 @@ void softmax_kernel(const KernelContext& c) {
         }
         double sum = 0;
         if constexpr (!kLog && std::is_same_v<T, C>) {
-          // Store the exponentials, then scale them.
+          // Store the exponentials, then scale them. With a finite max, a
+          // -inf input (a masked score) gives exp(-inf) = +0 exactly: the
+          // library call is skipped, the value is the same.
+          const bool finite_max = std::isfinite(mx);
           for (int64_t j = 0; j < n; ++j) {
-            const C e = std::exp(xl[j * s] - mx);
+            const C v = xl[j * s];
+            const C e = finite_max && v == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(v - mx);
             yl[j * s] = e;
             sum += double(e);
           }

@@ -1,0 +1,115 @@
+// Fast paths of CPU kernels against their definitions: softmax over masked
+// (-inf) scores, masked_fill with a repeating mask, strided copies by runs.
+// Each fast path must give bitwise the values of the plain formula.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dtr/dtr.h"
+#include "testing.h"
+
+namespace dtr {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(SoftmaxKernel, MaskedScoresGiveExactZerosAndTheFormulaElsewhere) {
+  manual_seed(3);
+  const int64_t rows = 6, n = 37;
+  std::vector<float> x = randn({rows, n}).to_vector<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      if (j > r * 6) x[size_t(r * n + j)] = -kInf;  // causal-style mask
+  // Row 5 is fully masked except entry 0; add a fully masked row too.
+  std::vector<float> all_masked(size_t(n), -kInf);
+  x.insert(x.end(), all_masked.begin(), all_masked.end());
+  const Tensor y = softmax(from_vector(x, {rows + 1, n}), -1);
+  const std::vector<float> got = y.to_vector<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    float mx = -kInf;
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[size_t(r * n + j)]);
+    std::vector<float> e(static_cast<size_t>(n));
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      e[size_t(j)] = std::exp(x[size_t(r * n + j)] - mx);
+      sum += double(e[size_t(j)]);
+    }
+    const float inv = float(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j) {
+      const float want = e[size_t(j)] * inv;
+      const float have = got[size_t(r * n + j)];
+      EXPECT_EQ(std::memcmp(&want, &have, sizeof(float)), 0) << "row " << r << " col " << j;
+      if (x[size_t(r * n + j)] == -kInf) {
+        EXPECT_FALSE(std::signbit(have));
+      }
+    }
+  }
+  // Every score masked: NaN, as in PyTorch.
+  for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(got[size_t(rows * n + j)]));
+  // A +inf score makes the sum NaN (inf - inf): all NaN, as in PyTorch,
+  // the -inf entry included.
+  const std::vector<float> with_inf = softmax(from_vector(std::vector<float>{1.0f, kInf, -kInf}, {3}), 0)
+                                          .to_vector<float>();
+  for (float f : with_inf) EXPECT_TRUE(std::isnan(f));
+}
+
+TEST(MaskedFillKernel, RepeatingMaskMatchesTheBroadcastPath) {
+  manual_seed(4);
+  const int64_t B = 3, H = 2, T = 23;
+  const Tensor scores = randn({B, H, T, T});
+  const Tensor mask = triu(ones({T, T}, TensorOptions(kBool)), 1);
+  const Tensor fast = masked_fill(scores, mask, -1.5);
+  // The same fill through a strided output: the general (broadcast) path.
+  Tensor strided = transpose(zeros({B, H, T, T}), 2, 3);
+  strided.copy_(scores);
+  strided.masked_fill_(mask, -1.5);
+  EXPECT_TRUE(testing::bitwise_equal(fast, strided.contiguous()));
+  const std::vector<float> x = scores.to_vector<float>(), got = fast.to_vector<float>();
+  for (int64_t i = 0; i < B * H * T * T; ++i) {
+    const int64_t r = (i / T) % T, c = i % T;
+    EXPECT_EQ(got[size_t(i)], c > r ? -1.5f : x[size_t(i)]) << i;
+  }
+}
+
+TEST(CopyKernel, StridedCopiesOfEveryLayout) {
+  manual_seed(5);
+  const Tensor a = randn({4, 5, 6, 7});
+  const std::vector<float> v = a.to_vector<float>();
+  auto at = [&](int64_t i, int64_t j, int64_t k, int64_t l) { return v[size_t(((i * 5 + j) * 6 + k) * 7 + l)]; };
+  // A permutation (inner runs strided on the source) and a transpose of the
+  // two last dims, each made contiguous.
+  const Tensor p = permute(a, {2, 0, 3, 1}).contiguous();
+  const std::vector<float> pv = p.to_vector<float>();
+  for (int64_t k = 0; k < 6; ++k)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t l = 0; l < 7; ++l)
+        for (int64_t j = 0; j < 5; ++j) ASSERT_EQ(pv[size_t(((k * 4 + i) * 7 + l) * 5 + j)], at(i, j, k, l));
+  const std::vector<float> tv = transpose(a, 2, 3).contiguous().to_vector<float>();
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      for (int64_t l = 0; l < 7; ++l)
+        for (int64_t k = 0; k < 6; ++k) ASSERT_EQ(tv[size_t(((i * 5 + j) * 7 + l) * 6 + k)], at(i, j, k, l));
+  // Into a strided destination, from a broadcast source, across dtypes.
+  Tensor dst = zeros({7, 6});
+  Tensor dst_t = transpose(dst, 0, 1);  // (6, 7) view with strides (1, 6)
+  dst_t.copy_(arange(7).to(kFloat32));  // broadcast (7) → (6, 7)
+  const std::vector<float> dv = dst.to_vector<float>();
+  for (int64_t r = 0; r < 7; ++r)
+    for (int64_t c = 0; c < 6; ++c) EXPECT_EQ(dv[size_t(r * 6 + c)], float(r));
+  const std::vector<int64_t> iv = transpose(a, 0, 3).to(kInt64).to_vector<int64_t>();
+  for (int64_t l = 0; l < 7; ++l)
+    for (int64_t j = 0; j < 5; ++j)
+      for (int64_t k = 0; k < 6; ++k)
+        for (int64_t i = 0; i < 4; ++i)
+          ASSERT_EQ(iv[size_t(((l * 5 + j) * 6 + k) * 4 + i)], int64_t(at(i, j, k, l)));
+  const std::vector<double> hv = transpose(a.to(kFloat16), 1, 2).contiguous().to_vector<double>();
+  const std::vector<double> h_ref = transpose(a, 1, 2).to(kFloat16).contiguous().to_vector<double>();
+  EXPECT_EQ(hv, h_ref);
+}
+
+}  // namespace
+}  // namespace dtr

@@ -30,7 +30,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 
 /// Multiply-adds a GEMM block aims for, and the fewest rows (or columns) a
 /// block may have; see gemm_blocks.
-inline constexpr int64_t kGemmBlockMacs = int64_t{1} << 22;
+inline constexpr int64_t kGemmBlockMacs = int64_t{1} << 23;
 inline constexpr int64_t kGemmMinBlock = 128;
 
 /// How gemm cuts C (M, N): `count` blocks of `size` whole rows (`rows`) or

@@ -34,6 +34,7 @@ TEST(GemmBlocks, CoverTheLongerSideInPowerOfTwoBlocks) {
   }
   // Small products are one call; a big one is split.
   EXPECT_EQ(cpu::gemm_blocks(64, 64, 32).count, 1);
+  EXPECT_EQ(cpu::gemm_blocks(512, 384, 128).count, 2);
   EXPECT_EQ(cpu::gemm_blocks(512, 512, 128).count, 4);
   EXPECT_TRUE(cpu::gemm_blocks(512, 512, 128).rows);
   EXPECT_FALSE(cpu::gemm_blocks(128, 784, 512).rows);

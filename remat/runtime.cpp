@@ -168,6 +168,30 @@ struct Runtime::Impl {
     return best ? best->s : nullptr;
   }
 
+  // The last handle went: the bytes go at once (eager eviction). The
+  // policy's classes only matter under a budget; without one they are
+  // built when a budget is set (reseat_policy), which keeps the unlimited
+  // case free of that bookkeeping.
+  void eager_free(Storage& s) {
+    free_bytes(s);
+    if (budget) policy->on_evict(s, pool);
+    ++stats.eager_frees;
+  }
+
+  // Rebuilds the policy's bookkeeping from scratch: every storage without
+  // bytes that lineage can recompute joins its class.
+  void reseat_policy() {
+    policy = make_policy(heuristic);
+    for (Storage* s : tracked) {
+      s->remat_class = -1;
+      s->evicted_neighbours.clear();
+    }
+    for (Storage* s : tracked) {
+      if (!s->resident() && s->producer && s->producer->replayable) policy->on_evict(*s, pool);
+    }
+    for (Storage* s : tracked) pool.sync(*s);
+  }
+
   void evict(Storage& s) {
     free_bytes(s);
     policy->on_evict(s, pool);
@@ -496,8 +520,10 @@ void Runtime::set_memory_budget(std::optional<int64_t> bytes) {
   DTR_CHECK(!bytes || *bytes > 0, ValueError,
             "set_memory_budget: the budget must be positive, got {} bytes", bytes.value_or(0));
   std::lock_guard lock(impl_->mu);
+  const bool was_unlimited = !impl_->budget;
   impl_->budget = bytes;
   impl_->stats.budget_bytes = bytes.value_or(-1);
+  if (bytes && was_unlimited) impl_->reseat_policy();
   if (bytes) {
     try {
       impl_->make_room(0);
@@ -533,9 +559,7 @@ void Runtime::release(std::span<Storage* const> storages) {
   for (Storage* s : storages) {
     impl_->unlock(*s, impl_->clock);
     if (s->lock_count == 0 && s->handle_count.load() == 0 && Impl::replayable(*s) && s->resident()) {
-      impl_->free_bytes(*s);
-      impl_->policy->on_evict(*s, impl_->pool);
-      ++impl_->stats.eager_frees;
+      impl_->eager_free(*s);
     }
   }
 }
@@ -632,9 +656,7 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
 void Runtime::on_last_handle(Storage& s) {
   std::lock_guard lock(impl_->mu);
   if (s.resident() && s.lock_count == 0 && Impl::replayable(s)) {
-    impl_->free_bytes(s);
-    impl_->policy->on_evict(s, impl_->pool);
-    ++impl_->stats.eager_frees;
+    impl_->eager_free(s);
   }
 }
 
@@ -646,16 +668,7 @@ void Runtime::set_copy_fn(DeviceType device, CopyFn fn) {
 void Runtime::set_heuristic(Heuristic h) {
   std::lock_guard lock(impl_->mu);
   impl_->heuristic = h;
-  impl_->policy = make_policy(h);
-  // Re-seat the classes of what is already evicted.
-  for (Storage* s : impl_->tracked) {
-    s->remat_class = -1;
-    s->evicted_neighbours.clear();
-    impl_->pool.sync(*s);
-  }
-  for (Storage* s : impl_->tracked)
-    if (!s->resident() && s->producer && s->producer->replayable)
-      impl_->policy->on_evict(*s, impl_->pool);
+  impl_->reseat_policy();
 }
 
 Heuristic Runtime::heuristic() const {

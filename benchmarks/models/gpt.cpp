@@ -1,0 +1,89 @@
+// gpt: a GPT-2-style decoder (nanoGPT's layout), pre-LayerNorm, 6 blocks,
+// d_model 256, 8 heads, sequence 256, batch 8, vocab 256, MLP 4·d with GELU,
+// dropout 0.1 after the embeddings and on each MLP output (the attention
+// weights are not dropped), learned position embeddings, untied lm_head
+// without bias, cross_entropy over every position; AdamW (lr 3e-4,
+// weight_decay 0.01). PyTorch's default initialization. A unit of static
+// checkpointing is one block.
+#include "zoo.h"
+
+namespace dtr::zoo {
+namespace {
+
+constexpr int64_t kLayers = 6, kEmbd = 256, kHeads = 8, kSeq = 256, kBatch = 8, kVocab = 256;
+constexpr double kDropout = 0.1;
+
+class Block : public nn::UnaryModule {
+ public:
+  Block() : UnaryModule("Block") {
+    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{kEmbd}));
+    attn = register_module("attn", std::make_shared<nn::CausalSelfAttention>(kEmbd, kHeads));
+    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{kEmbd}));
+    c_fc = register_module("c_fc", std::make_shared<nn::Linear>(kEmbd, 4 * kEmbd));
+    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * kEmbd, kEmbd));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(kDropout));
+  }
+  /// x (B, T, C) → (B, T, C)
+  Tensor forward(const Tensor& x) override {
+    const Tensor h = x + attn->forward(ln_1->forward(x));
+    return h + drop->forward(c_proj->forward(gelu(c_fc->forward(ln_2->forward(h)))));
+  }
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
+  std::shared_ptr<nn::CausalSelfAttention> attn;
+  std::shared_ptr<nn::Linear> c_fc, c_proj;
+  std::shared_ptr<nn::Dropout> drop;
+};
+
+class GptModel : public nn::Module {
+ public:
+  GptModel() : Module("Gpt") {
+    wte = register_module("wte", std::make_shared<nn::Embedding>(kVocab, kEmbd));
+    wpe = register_module("wpe", std::make_shared<nn::Embedding>(kSeq, kEmbd));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(kDropout));
+    for (int64_t i = 0; i < kLayers; ++i) {
+      blocks.push_back(register_module("h" + std::to_string(i), std::make_shared<Block>()));
+    }
+    ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{kEmbd}));
+    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(kEmbd, kVocab, false));
+  }
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::Dropout> drop;
+  std::vector<std::shared_ptr<Block>> blocks;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<nn::Linear> lm_head;
+};
+
+class Gpt final : public Workload {
+ public:
+  explicit Gpt(uint64_t seed) {
+    manual_seed(seed);
+    model_ = net_ = std::make_shared<GptModel>();
+    for (const auto& block : net_->blocks) {
+      blocks_.push_back([block](const Tensor& x) { return block->forward(x); });
+    }
+    optimizer_ = std::make_unique<optim::AdamW>(net_->parameters(),
+                                                optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.01});
+    idx_ = randint(0, kVocab, {kBatch, kSeq});          // int64 (B, T)
+    targets_ = randint(0, kVocab, {kBatch * kSeq});     // int64 (B·T)
+    pos_ = arange(kSeq);                                // int64 (T)
+  }
+
+ protected:
+  Tensor loss(Mode mode) override {
+    const Tensor x = net_->drop->forward(net_->wte->forward(idx_) + net_->wpe->forward(pos_));
+    const Tensor h = run_sequential(blocks_, mode, x);                     // (B, T, C)
+    const Tensor logits = net_->lm_head->forward(net_->ln_f->forward(h));  // (B, T, V)
+    return cross_entropy(logits.reshape({kBatch * kSeq, kVocab}), targets_);
+  }
+
+ private:
+  std::shared_ptr<GptModel> net_;
+  std::vector<std::function<Tensor(const Tensor&)>> blocks_;
+  Tensor idx_, targets_, pos_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_gpt(uint64_t seed) { return std::make_unique<Gpt>(seed); }
+
+}  // namespace dtr::zoo

@@ -1,0 +1,109 @@
+#include "zoo.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace dtr::zoo {
+
+double Workload::step(Mode mode) {
+  optimizer_->zero_grad();
+  const Tensor l = loss(mode);
+  l.backward();
+  optimizer_->step();
+  return l.item<double>();
+}
+
+int64_t Workload::parameter_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor& p : model_->parameters()) bytes += p.nbytes();
+  return bytes;
+}
+
+namespace {
+
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+StepTimes time_steps(Workload& workload, Mode mode, int steps) {
+  DTR_CHECK(steps >= 1, ValueError, "time_steps: expected at least one step, got {}", steps);
+  std::vector<double> wall, cpu;
+  StepTimes t;
+  for (int i = 0; i < steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = cpu_ms();
+    t.loss = workload.step(mode);
+    cpu.push_back(cpu_ms() - cpu_start);
+    wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  t.median_ms = median(wall);
+  t.min_ms = *std::min_element(wall.begin(), wall.end());
+  t.median_cpu_ms = median(cpu);
+  t.min_cpu_ms = *std::min_element(cpu.begin(), cpu.end());
+  return t;
+}
+
+const std::vector<ModelSpec>& models() {
+  static const std::vector<ModelSpec> zoo = [] {
+    constexpr ChainShape chain{64, 256, 512}, chain_b2048{64, 2048, 512};
+    std::vector<ModelSpec> z = {
+        {"chain", "64 x (Linear 512->512, GELU), batch 256, mse_loss; SGD lr 0.01 momentum 0.9", 64,
+         [=](uint64_t seed) { return make_chain(chain, seed); }, true, chain},
+        {"gpt",
+         "GPT pre-LN, 6 blocks, d 256, 8 heads, seq 256, batch 8, vocab 256, dropout 0.1, "
+         "cross_entropy; AdamW lr 3e-4",
+         6, make_gpt},
+        {"resnet", "ResNet-20 (16/32/64, BatchNorm), 1x28x28, batch 64, 10 classes; SGD lr 0.1 momentum 0.9",
+         10, make_resnet},
+        {"unet",
+         "3-level U-Net (16/32/64, BatchNorm), 3x64x64, batch 16, per-pixel cross_entropy over 4 "
+         "classes; SGD lr 0.01 momentum 0.9",
+         5, make_unet},
+        {"lstm", "LSTM unrolled 128 steps, input 256, hidden 256, batch 32, mse on outputs; AdamW lr 1e-3",
+         128, make_lstm},
+        {"chain_b2048", "64 x (Linear 512->512, GELU), batch 2048, mse_loss; SGD lr 0.01 momentum 0.9", 64,
+         [=](uint64_t seed) { return make_chain(chain_b2048, seed); }, false, chain_b2048},
+    };
+    return z;
+  }();
+  return zoo;
+}
+
+const ModelSpec& find_model(std::string_view name) {
+  std::string known;
+  for (const ModelSpec& m : models()) {
+    if (m.name == name) return m;
+    known += known.empty() ? m.name : ", " + m.name;
+  }
+  throw ValueError(fmt::format("model zoo: no model called '{}' (known: {})", name, known));
+}
+
+int64_t checkpoint_segments(int64_t units) {
+  DTR_CHECK(units >= 1, ValueError, "checkpoint_segments: expected at least one unit, got {}", units);
+  return std::max<int64_t>(1, std::llround(std::sqrt(double(units))));
+}
+
+Tensor run_sequential(const std::vector<std::function<Tensor(const Tensor&)>>& layers, Mode mode,
+                      const Tensor& x) {
+  if (mode == Mode::kCheckpoint) {
+    return checkpoint_sequential(layers, checkpoint_segments(int64_t(layers.size())), x);
+  }
+  Tensor h = x;
+  for (const auto& layer : layers) h = layer(h);
+  return h;
+}
+
+}  // namespace dtr::zoo

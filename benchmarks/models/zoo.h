@@ -1,0 +1,140 @@
+// The model zoo of the budget sweep (benchmarks/budget_sweep.cpp): five
+// training workloads built from dtr::nn modules and dtr ops, each with fixed
+// shapes, a fixed seed and random inputs made once (no data files).
+// benchmarks/pytorch_zoo.py builds the same five models with the same shapes
+// in PyTorch.
+//
+//   chain   64 × (Linear 512→512, GELU), batch 256, mse_loss against a
+//           fixed random target; SGD (lr 0.01, momentum 0.9); chain_b2048
+//           is the same at batch 2048 (for the Revolve comparison)
+//   gpt     GPT-2 layout, pre-LayerNorm, 6 blocks, d_model 256, 8 heads,
+//           sequence 256, batch 8, vocab 256, MLP 4·d with GELU, dropout 0.1
+//           after the embeddings and on the MLP output (none on the
+//           attention weights), untied lm_head without bias,
+//           cross_entropy; AdamW (lr 3e-4, weight_decay 0.01)
+//   resnet  ResNet-20 (3 stages × 3 basic blocks, widths 16/32/64, BatchNorm,
+//           1×1 projection shortcuts) on 1×28×28 inputs, batch 64,
+//           10 classes, cross_entropy; SGD (lr 0.1, momentum 0.9)
+//   unet    3-level U-Net on 3×64×64 inputs, batch 16, widths 16/32/64:
+//           blocks of two (conv 3×3, BatchNorm, ReLU); max_pool2d(2) down,
+//           nearest 2× upsampling (unsqueeze/expand/reshape) up, skip
+//           connections joined with cat; per-pixel cross_entropy over 4
+//           classes; SGD (lr 0.01, momentum 0.9)
+//   lstm    one LSTM layer unrolled over 128 steps, input 256, hidden 256,
+//           batch 32, composed from linear/chunk/sigmoid/tanh/mul/add; loss
+//           the mean squared error of every step's output against a fixed
+//           random target; AdamW (lr 1e-3, weight_decay 0.01)
+//
+// Every step is zero_grad, forward, loss, backward, optimizer step.
+// Mode::kCheckpoint runs the same step with static checkpointing (Chen et
+// al. 2016): the model's N units (layers, blocks or time steps) are split
+// into round(√N) segments and only segment boundaries are kept
+// (dtr::checkpoint_sequential / dtr::checkpoint); see each model for its units.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtr/dtr.h"
+#include "eager/checkpoint.h"
+
+namespace dtr::zoo {
+
+/// How a training step runs its forward pass.
+enum class Mode {
+  kPlain,       // ordinary eager code: every activation autograd saves is kept
+  kCheckpoint,  // static checkpointing of round(√N) segments
+};
+
+/// One model with its optimizer and fixed inputs, ready to train.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+
+  /// One training step: optimizer.zero_grad(), forward, loss, backward,
+  /// optimizer.step(). Returns the loss (a float32 scalar, as double).
+  /// Throws dtr::OutOfMemoryError when the memory budget is too small; the
+  /// workload may then be left mid-step and should be dropped.
+  double step(Mode mode = Mode::kPlain);
+
+  /// Bytes of the parameters (float32), for reports.
+  int64_t parameter_bytes() const;
+
+ protected:
+  Workload() = default;
+  /// Forward and loss of the fixed batch: a float32 scalar that requires grad.
+  virtual Tensor loss(Mode mode) = 0;
+
+  std::shared_ptr<nn::Module> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+};
+
+/// Times of training steps. CPU time is that of the whole process (every
+/// thread): on a machine shared with other work it stays close to the work
+/// done, where wall-clock time also counts the time spent waiting for a core.
+struct StepTimes {
+  double median_ms = 0, min_ms = 0;          // wall clock
+  double median_cpu_ms = 0, min_cpu_ms = 0;  // CLOCK_PROCESS_CPUTIME_ID
+  double loss = 0;                           // of the last step
+};
+
+/// Runs `steps` (>= 1) training steps of `workload` and returns the median
+/// and minimum of each time. Throws ValueError for steps < 1; whatever
+/// Workload::step throws passes through.
+StepTimes time_steps(Workload& workload, Mode mode, int steps);
+
+/// A chain's sizes (benchmarks/models/chain.cpp), for the Revolve
+/// comparison of the budget sweep: `layers` × (Linear width→width, GELU) on
+/// a (batch, width) float32 input.
+struct ChainShape {
+  int64_t layers = 0, batch = 0, width = 0;
+};
+
+/// A zoo entry: its name, a one-line description and a factory.
+struct ModelSpec {
+  std::string name;
+  std::string description;  // shapes and optimizer, for reports
+  /// Units static checkpointing splits into segments (layers, blocks, steps).
+  int64_t checkpoint_units = 0;
+  /// Builds the model, optimizer and inputs after dtr::manual_seed(seed), so
+  /// two calls with one seed give bitwise the same workload.
+  std::function<std::unique_ptr<Workload>(uint64_t seed)> make;
+  /// Part of the default model list of the sweep.
+  bool in_default_sweep = true;
+  /// Set for the chains: their sizes, for the Revolve comparison.
+  std::optional<ChainShape> chain;
+};
+
+/// The five models in the order of the header comment, then chain_b2048:
+/// the chain at batch 2048, where activations outweigh the bytes that are
+/// never evictable (parameters, gradients, momentum) 2.5 to 1, so budgets
+/// that force recomputation are feasible (not in the default sweep).
+const std::vector<ModelSpec>& models();
+/// The entry called `name`; ValueError listing the known names otherwise.
+const ModelSpec& find_model(std::string_view name);
+
+/// Segments static checkpointing uses for `units` units: round(√units), at
+/// least 1 (Chen et al. 2016). Throws ValueError for units < 1.
+int64_t checkpoint_segments(int64_t units);
+
+/// Applies `layers` to `x` in order. Mode::kPlain calls them one after the
+/// other; Mode::kCheckpoint uses dtr::checkpoint_sequential with
+/// checkpoint_segments(layers.size()) segments.
+Tensor run_sequential(const std::vector<std::function<Tensor(const Tensor&)>>& layers, Mode mode,
+                      const Tensor& x);
+
+// Factories, one per model file.
+std::unique_ptr<Workload> make_chain(const ChainShape& shape, uint64_t seed);
+std::unique_ptr<Workload> make_gpt(uint64_t seed);
+std::unique_ptr<Workload> make_resnet(uint64_t seed);
+std::unique_ptr<Workload> make_unet(uint64_t seed);
+std::unique_ptr<Workload> make_lstm(uint64_t seed);
+
+}  // namespace dtr::zoo

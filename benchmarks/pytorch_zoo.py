@@ -1,0 +1,359 @@
+#!/usr/bin/python3
+"""PyTorch versions of the dtr model zoo (benchmarks/models/), measured the
+same way as dtr's, each configuration in a fresh process.
+
+Run with Debian's python3-torch (1.13, CPU):
+
+    /usr/bin/python3 benchmarks/pytorch_zoo.py --out benchmarks/results/pytorch.csv \\
+        [--models chain,gpt,resnet,unet,lstm] [--steps 5] [--warmup 2] [--threads 1] \\
+        [--dtr build-zoo/benchmarks/zoo_step]
+
+For every model and mode (plain, and static checkpointing with
+torch.utils.checkpoint at round(sqrt(N)) segments) it starts one PyTorch
+process and, when --dtr names the zoo_step program, one dtr process right
+after it, and records:
+
+  median_ms            median wall time of one training step (zero_grad,
+                       forward, loss, backward, optimizer step) over --steps
+                       steps after --warmup steps
+  median_cpu_ms        median process CPU time of one step (all threads): the
+                       figure to compare on a machine shared with other work
+  rss_peak_delta_mib   peak resident set size of the process (getrusage
+                       ru_maxrss) minus its value right after imports and the
+                       model, optimizer and inputs were built: the memory
+                       training adds, measured identically for both libraries
+  storage_peak_mib     dtr only: dtr::remat::stats().peak_bytes, the peak of
+                       resident tensor-storage bytes (parameters included)
+
+Shapes, losses and optimizers are those of benchmarks/models/zoo.h; inputs
+are random tensors from a fixed seed (the two libraries draw different
+numbers). Attention is composed from matmul/masked_fill/softmax like dtr's
+scaled_dot_product_attention (PyTorch 1.13 has no fused one), and the U-Net's
+nearest upsampling from reshape/expand like dtr's. PyTorch 1.13's checkpoint
+is the reentrant one, which gives no parameter gradients inside a segment
+whose inputs do not require grad; so in checkpoint mode the first segment's
+data input (and the LSTM's initial state) is made to require grad, as the
+PyTorch documentation advises.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+MODELS = ["chain", "gpt", "resnet", "unet", "lstm"]
+
+
+def checkpoint_segments(units):
+    return max(1, round(math.sqrt(units)))
+
+
+# ---------------------------------------------------------------- models (child only)
+
+
+def build(name):
+    """Returns step(mode) -> loss for the model `name`, built from seed 0."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+    torch.manual_seed(0)
+
+    def run_sequential(units, mode, x):
+        if mode == "checkpoint":
+            x = x if x.requires_grad else x.detach().requires_grad_()
+            return checkpoint_sequential(units, checkpoint_segments(len(units)), x)
+        for unit in units:
+            x = unit(x)
+        return x
+
+    if name == "chain":
+        # 64 x (Linear 512->512, GELU), batch 256, mse_loss; SGD lr 0.01 momentum 0.9
+        model = nn.ModuleList(nn.Linear(512, 512) for _ in range(64))
+        units = [lambda x, lin=lin: F.gelu(lin(x)) for lin in model]
+        x, target = torch.randn(256, 512), torch.randn(256, 512)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def loss(mode):
+            return F.mse_loss(run_sequential(units, mode, x), target)
+
+    elif name == "gpt":
+        B, T, C, H, V, L, P = 8, 256, 256, 8, 256, 6, 0.1
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c_attn = nn.Linear(C, 3 * C)
+                self.c_proj = nn.Linear(C, C)
+
+            def forward(self, x):
+                q, k, v = (t.reshape(B, T, H, C // H).transpose(1, 2) for t in self.c_attn(x).split(C, dim=2))
+                scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+                future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+                y = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+                return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(C), Attention(), nn.LayerNorm(C)
+                self.c_fc, self.c_proj, self.drop = nn.Linear(C, 4 * C), nn.Linear(4 * C, C), nn.Dropout(P)
+
+            def forward(self, x):
+                h = x + self.attn(self.ln_1(x))
+                return h + self.drop(self.c_proj(F.gelu(self.c_fc(self.ln_2(h)))))
+
+        class Gpt(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.wte, self.wpe, self.drop = nn.Embedding(V, C), nn.Embedding(T, C), nn.Dropout(P)
+                self.h = nn.ModuleList(Block() for _ in range(L))
+                self.ln_f, self.lm_head = nn.LayerNorm(C), nn.Linear(C, V, bias=False)
+
+        model = Gpt()
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+        idx, targets, pos = torch.randint(0, V, (B, T)), torch.randint(0, V, (B * T,)), torch.arange(T)
+        units = list(model.h)
+
+        def loss(mode):
+            x = model.drop(model.wte(idx) + model.wpe(pos))
+            h = run_sequential(units, mode, x)
+            return F.cross_entropy(model.lm_head(model.ln_f(h)).reshape(B * T, V), targets)
+
+    elif name == "resnet":
+        # ResNet-20 (16/32/64, BatchNorm, 1x1 projection shortcuts), 1x28x28, batch 64; SGD lr 0.1 momentum 0.9
+        def conv3x3(i, o, s):
+            return nn.Conv2d(i, o, 3, s, 1, bias=False)
+
+        class BasicBlock(nn.Module):
+            def __init__(self, i, o, s):
+                super().__init__()
+                self.conv1, self.bn1 = conv3x3(i, o, s), nn.BatchNorm2d(o)
+                self.conv2, self.bn2 = conv3x3(o, o, 1), nn.BatchNorm2d(o)
+                self.proj = None
+                if s != 1 or i != o:
+                    self.proj, self.proj_bn = nn.Conv2d(i, o, 1, s, 0, bias=False), nn.BatchNorm2d(o)
+
+            def forward(self, x):
+                y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+                return F.relu(y + (self.proj_bn(self.proj(x)) if self.proj is not None else x))
+
+        class ResNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem, self.stem_bn = conv3x3(1, 16, 1), nn.BatchNorm2d(16)
+                blocks, i = [], 16
+                for stage in range(3):
+                    o = 16 << stage
+                    for b in range(3):
+                        blocks.append(BasicBlock(i, o, 2 if stage > 0 and b == 0 else 1))
+                        i = o
+                self.blocks, self.fc = nn.ModuleList(blocks), nn.Linear(i, 10)
+
+        model = ResNet()
+        units = [lambda x: F.relu(model.stem_bn(model.stem(x)))] + list(model.blocks)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x, labels = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+
+        def loss(mode):
+            return F.cross_entropy(model.fc(run_sequential(units, mode, x).mean(dim=(2, 3))), labels)
+
+    elif name == "unet":
+        # 3-level U-Net (16/32/64, BatchNorm), 3x64x64, batch 16, 4 classes per pixel; SGD lr 0.01 momentum 0.9
+        class ConvBlock(nn.Module):
+            def __init__(self, i, o):
+                super().__init__()
+                self.conv1, self.bn1 = nn.Conv2d(i, o, 3, 1, 1, bias=False), nn.BatchNorm2d(o)
+                self.conv2, self.bn2 = nn.Conv2d(o, o, 3, 1, 1, bias=False), nn.BatchNorm2d(o)
+
+            def forward(self, x):
+                return F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+        class UNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc1, self.enc2, self.bottom = ConvBlock(3, 16), ConvBlock(16, 32), ConvBlock(32, 64)
+                self.dec2, self.dec1 = ConvBlock(64 + 32, 32), ConvBlock(32 + 16, 16)
+                self.head = nn.Conv2d(16, 4, 1)
+
+        def upsample2x(x):
+            N, C, H, W = x.shape
+            return x.reshape(N, C, H, 1, W, 1).expand(N, C, H, 2, W, 2).reshape(N, C, 2 * H, 2 * W)
+
+        model = UNet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        x, target = torch.randn(16, 3, 64, 64), torch.randint(0, 4, (16, 64, 64))
+
+        def loss(mode):
+            wrap = (lambda fn, *a: checkpoint(fn, *a)) if mode == "checkpoint" else (lambda fn, *a: fn(*a))
+            inp = x.detach().requires_grad_() if mode == "checkpoint" else x
+            e1 = wrap(model.enc1, inp)
+            e2 = wrap(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
+            b = wrap(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
+            d2 = wrap(lambda low, skip: model.dec2(torch.cat([upsample2x(low), skip], 1)), b, e2)
+            d1 = wrap(lambda low, skip: model.dec1(torch.cat([upsample2x(low), skip], 1)), d2, e1)
+            return F.cross_entropy(model.head(d1), target)
+
+    elif name == "lstm":
+        # LSTM cell equations unrolled over 128 steps, input 256, hidden 256, batch 32; AdamW lr 1e-3
+        T, B, I, H = 128, 32, 256, 256
+
+        class Lstm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                k = 1.0 / math.sqrt(H)
+                self.weight_ih = nn.Parameter(torch.empty(4 * H, I).uniform_(-k, k))
+                self.weight_hh = nn.Parameter(torch.empty(4 * H, H).uniform_(-k, k))
+                self.bias_ih = nn.Parameter(torch.empty(4 * H).uniform_(-k, k))
+                self.bias_hh = nn.Parameter(torch.empty(4 * H).uniform_(-k, k))
+
+            def cell(self, x, h, c):
+                gates = F.linear(x, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh, self.bias_hh)
+                i, f, g, o = gates.chunk(4, 1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                return torch.sigmoid(o) * torch.tanh(c), c
+
+        model = Lstm()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        x, target = torch.randn(T, B, I), torch.randn(T, B, H)
+        groups = checkpoint_segments(T)
+        per_group = (T + groups - 1) // groups
+
+        def loss(mode):
+            h, c = torch.zeros(B, H), torch.zeros(B, H)
+            if mode == "checkpoint":
+                h, c = h.requires_grad_(), c.requires_grad_()
+            total = None
+            for t0 in range(0, T, per_group):
+                t1 = min(T, t0 + per_group)
+
+                def group(hh, cc, t0=t0, t1=t1):
+                    outputs = []
+                    for t in range(t0, t1):
+                        hh, cc = model.cell(x[t], hh, cc)
+                        outputs.append(hh)
+                    return hh, cc, F.mse_loss(torch.stack(outputs), target[t0:t1], reduction="sum")
+
+                h, c, err = checkpoint(group, h, c) if mode == "checkpoint" else group(h, c)
+                total = err if total is None else total + err
+            return total / (T * B * H)
+
+    else:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+
+    def step(mode):
+        opt.zero_grad(set_to_none=True)
+        value = loss(mode)
+        value.backward()
+        opt.step()
+        return value.item()
+
+    return step
+
+
+def child(args):
+    """One configuration in this process; prints one JSON line."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    step = build(args.child)
+    rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    loss = 0.0
+    for _ in range(args.warmup):
+        loss = step(args.mode)
+    wall, cpu = [], []
+    for _ in range(args.steps):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        loss = step(args.mode)
+        cpu.append((time.process_time() - cpu_start) * 1e3)
+        wall.append((time.perf_counter() - start) * 1e3)
+    print(json.dumps({
+        "library": "pytorch", "version": torch.__version__, "model": args.child, "mode": args.mode,
+        "threads": torch.get_num_threads(), "steps": args.steps, "median_ms": statistics.median(wall),
+        "min_ms": min(wall), "median_cpu_ms": statistics.median(cpu), "min_cpu_ms": min(cpu),
+        "loss": loss, "rss_base_kib": rss_base,
+        "rss_peak_delta_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_base,
+    }))
+
+
+# ---------------------------------------------------------------- driver
+
+
+def run_json(cmd, env):
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="CSV to write (required unless --child)")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--modes", default="plain,checkpoint")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--dtr", help="path of dtr's zoo_step program, to measure dtr the same way")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="plain", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.steps < 1 or args.warmup < 0 or args.threads < 1:
+        parser.error("--steps >= 1, --warmup >= 0 and --threads >= 1 are required")
+    if args.child:
+        child(args)
+        return
+    if not args.out:
+        parser.error("--out is required")
+    models = [m for m in args.models.split(",") if m]
+    modes = [m for m in args.modes.split(",") if m]
+    for m in models:
+        if m not in MODELS:
+            parser.error(f"unknown model {m!r}; known: {', '.join(MODELS)}")
+    for m in modes:
+        if m not in ("plain", "checkpoint"):
+            parser.error(f"unknown mode {m!r}; known: plain, checkpoint")
+    if args.dtr and not os.access(args.dtr, os.X_OK):
+        parser.error(f"--dtr {args.dtr}: not an executable")
+
+    # Thread counts are fixed before either library starts (OpenBLAS and
+    # OpenMP read them at load time).
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
+               MKL_NUM_THREADS=str(args.threads))
+    common = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
+    fields = ["library", "model", "mode", "threads", "steps", "warmup", "median_ms", "min_ms", "median_cpu_ms",
+              "min_cpu_ms", "loss", "rss_peak_delta_mib", "storage_peak_mib"]
+    with open(args.out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for model in models:
+            for mode in modes:
+                runs = [run_json([sys.executable, os.path.abspath(__file__), "--child", model, "--mode", mode] + common, env)]
+                if args.dtr:
+                    runs.append(run_json([args.dtr, "--model", model, "--mode", mode] + common, env))
+                for r in runs:
+                    row = {
+                        "library": r["library"], "model": model, "mode": mode, "threads": r["threads"],
+                        "steps": r["steps"], "warmup": args.warmup, "median_ms": f"{r['median_ms']:.3f}",
+                        "min_ms": f"{r['min_ms']:.3f}", "median_cpu_ms": f"{r['median_cpu_ms']:.3f}",
+                        "min_cpu_ms": f"{r['min_cpu_ms']:.3f}", "loss": f"{r['loss']:.6f}",
+                        "rss_peak_delta_mib": f"{r['rss_peak_delta_kib'] / 1024:.1f}",
+                        "storage_peak_mib": f"{r['peak_bytes'] / 2**20:.1f}" if "peak_bytes" in r else "",
+                    }
+                    writer.writerow(row)
+                    f.flush()
+                    print(f"{row['library']:8s} {model:7s} {mode:10s} {row['median_ms']:>10s} ms "
+                          f"(cpu {row['median_cpu_ms']:>10s})  "
+                          f"RSS +{row['rss_peak_delta_mib']} MiB  storage {row['storage_peak_mib'] or '-'} MiB",
+                          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,9 +39,38 @@ Lanes class_lanes(const Shape& shape) { return lanes_around(shape, shape.size() 
 
 int64_t lane_grain(int64_t size) { return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(size, 1)); }
 
-template <typename C>
-inline bool nan_or_greater(C v, C m) {
-  return v > m || std::isnan(v);
+/// The largest element of a lane (-inf for an empty one), or its last NaN
+/// when it holds any, as a left-to-right scan keeping
+/// `v > mx || isnan(v)` finds. The scan is a
+/// vectorized max reduction: with +0 and -0 both largest either may come
+/// out, which no caller can tell apart (x - mx and mx + log(sum) do not
+/// depend on the sign of a zero mx; exp(+-0) is 1).
+template <typename T>
+inline compute_t<T> lane_max(const T* x, int64_t n, int64_t s) {
+  using C = compute_t<T>;
+  C mx = -std::numeric_limits<C>::infinity();
+  int any_nan = 0;
+  if (s == 1) {
+#pragma omp simd reduction(max : mx) reduction(| : any_nan)
+    for (int64_t j = 0; j < n; ++j) {
+      const C v = to_compute(x[j]);
+      mx = v > mx ? v : mx;
+      any_nan |= v != v ? 1 : 0;
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      const C v = to_compute(x[j * s]);
+      mx = v > mx ? v : mx;
+      any_nan |= v != v ? 1 : 0;
+    }
+  }
+  if (any_nan) {
+    for (int64_t j = n - 1; j >= 0; --j) {
+      const C v = to_compute(x[j * s]);
+      if (std::isnan(v)) return v;
+    }
+  }
+  return mx;
 }
 
 /// max and log(sum(exp(x - max))) + max of one lane, in the compute type
@@ -49,12 +78,7 @@ inline bool nan_or_greater(C v, C m) {
 /// backward kernel rebuilds equals the forward's.
 template <typename T>
 inline double lane_logsumexp(const T* x, int64_t n, int64_t s) {
-  using C = compute_t<T>;
-  C mx = -std::numeric_limits<C>::infinity();
-  for (int64_t j = 0; j < n; ++j) {
-    const C v = to_compute(x[j * s]);
-    if (nan_or_greater(v, mx)) mx = v;
-  }
+  const compute_t<T> mx = lane_max(x, n, s);
   double sum = 0;
   for (int64_t j = 0; j < n; ++j) sum += double(std::exp(to_compute(x[j * s]) - mx));
   return double(mx) + std::log(sum);
@@ -78,11 +102,7 @@ void softmax_kernel(const KernelContext& c) {
       for (int64_t l = l0; l < l1; ++l) {
         const T* xl = x + g.base(l);
         T* yl = y + g.base(l);
-        C mx = -std::numeric_limits<C>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          const C v = to_compute(xl[j * s]);
-          if (nan_or_greater(v, mx)) mx = v;
-        }
+        const C mx = lane_max(xl, n, s);
         double sum = 0;
         if constexpr (!kLog && std::is_same_v<T, C>) {
           // Store the exponentials, then scale them. With a finite max, a

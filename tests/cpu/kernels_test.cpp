@@ -57,6 +57,33 @@ TEST(SoftmaxKernel, MaskedScoresGiveExactZerosAndTheFormulaElsewhere) {
   for (float f : with_inf) EXPECT_TRUE(std::isnan(f));
 }
 
+TEST(SoftmaxKernel, NaNSignedZerosAndStridedLanes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // A NaN anywhere in a lane makes the whole lane NaN (softmax,
+  // log_softmax, cross_entropy), wherever it sits in the lane.
+  for (int64_t at : {0, 5, 16, 39}) {
+    std::vector<float> row(40, 0.5f);
+    row[size_t(at)] = nan;
+    const Tensor x = from_vector(row, {1, 40});
+    for (float v : softmax(x, -1).to_vector<float>()) EXPECT_TRUE(std::isnan(v)) << at;
+    for (float v : log_softmax(x, -1).to_vector<float>()) EXPECT_TRUE(std::isnan(v)) << at;
+    EXPECT_TRUE(std::isnan(cross_entropy(x, from_vector(std::vector<int64_t>{3}, {1})).item<float>()));
+  }
+  // +0 and -0 tie for the max: the results are those of either.
+  const std::vector<float> z = softmax(from_vector(std::vector<float>{-0.0f, 0.0f, -1.0f}, {3}), 0).to_vector<float>();
+  const float e1 = std::exp(-1.0f);
+  const float inv = float(1.0 / (1.0 + 1.0 + double(e1)));
+  EXPECT_EQ(z[0], 1.0f * inv);
+  EXPECT_EQ(z[1], 1.0f * inv);
+  EXPECT_EQ(z[2], e1 * inv);
+  // Lanes across a non-last dim (strided) give the contiguous lanes' values.
+  manual_seed(6);
+  const Tensor a = randn({33, 21});
+  EXPECT_TRUE(testing::bitwise_equal(softmax(a, 0), transpose(softmax(transpose(a, 0, 1).contiguous(), 1), 0, 1)));
+  EXPECT_TRUE(
+      testing::bitwise_equal(log_softmax(a, 0), transpose(log_softmax(transpose(a, 0, 1).contiguous(), 1), 0, 1)));
+}
+
 TEST(MaskedFillKernel, RepeatingMaskMatchesTheBroadcastPath) {
   manual_seed(4);
   const int64_t B = 3, H = 2, T = 23;

@@ -167,6 +167,10 @@ constexpr std::array<std::pair<std::string_view, SampleMode>, 2> kSampleModes = 
     {"all", SampleMode::kAll},
     {"sqrt", SampleMode::kSqrt},
 }};
+constexpr std::array<std::pair<std::string_view, CostModel>, 2> kCostModels = {{
+    {"estimate", CostModel::kEstimate},
+    {"measured", CostModel::kMeasured},
+}};
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug", "info",    "warn",
                                                          "error", "critical", "off"};
 
@@ -185,8 +189,8 @@ struct OptionRow {
   absl::Status (*apply)(Options&, std::string_view value);
 };
 
-const std::array<OptionRow, 7>& option_rows() {
-  static const std::array<OptionRow, 7> rows = {{
+const std::array<OptionRow, 8>& option_rows() {
+  static const std::array<OptionRow, 8> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
         "hard cap on resident device bytes of tensor storage (Note [hard budget])"},
        "a byte count (\"1073741824\"); a number with a unit B, KB, MB, GB, TB (powers of "
@@ -206,6 +210,11 @@ const std::array<OptionRow, 7>& option_rows() {
        "a byte count (\"0\", \"4096\") or a number with a unit B, KB, MB, GB, TB, KiB, MiB, "
        "GiB, TiB, e.g. \"64KiB\"",
        [](Options& o, std::string_view v) { return assign(parse_byte_size(v), o.min_evict_bytes); }},
+      {{"DTR_COST", "estimate",
+        "recompute cost of an op in eviction scores: estimate (the registry's FLOP and byte "
+        "counts; reproducible) or measured (the time of its first run)"},
+       "estimate, measured",
+       [](Options& o, std::string_view v) { return assign(parse_cost_model(v), o.cost); }},
       {{"DTR_LOG", "warn", "log level of the \"dtr\" spdlog logger"},
        "trace, debug, info, warn, error, critical, off",
        [](Options& o, std::string_view v) { return assign(parse_log_level(v), o.log_level); }},
@@ -279,6 +288,17 @@ absl::StatusOr<SampleMode> parse_sample_mode(std::string_view text) {
 
 std::string_view sample_mode_name(SampleMode m) {
   for (const auto& [name, value] : kSampleModes) {
+    if (value == m) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<CostModel> parse_cost_model(std::string_view text) {
+  return parse_name(text, "cost model", kCostModels);
+}
+
+std::string_view cost_model_name(CostModel m) {
+  for (const auto& [name, value] : kCostModels) {
     if (value == m) return name;
   }
   return "unknown";

@@ -41,6 +41,14 @@ enum class SampleMode { kAll, kSqrt };
 absl::StatusOr<SampleMode> parse_sample_mode(std::string_view text);
 std::string_view sample_mode_name(SampleMode m);
 
+/// Where an op's recompute cost c0 comes from (Note [scores]): the
+/// registry's FLOP/byte estimate (reproducible decisions), or the measured
+/// time of its first run (closer to the machine; decisions then depend on
+/// timing and may differ run to run).
+enum class CostModel { kEstimate, kMeasured };
+absl::StatusOr<CostModel> parse_cost_model(std::string_view text);
+std::string_view cost_model_name(CostModel m);
+
 /// An spdlog level name: trace, debug, info, warn, error, critical, off
 /// (case-insensitive). Returns the lower-case name.
 absl::StatusOr<std::string> parse_log_level(std::string_view text);
@@ -53,6 +61,7 @@ struct Options {
   Heuristic heuristic = Heuristic::kDtrEq;  // DTR_HEURISTIC
   SampleMode sample = SampleMode::kSqrt;    // DTR_SAMPLE
   int64_t min_evict_bytes = 0;          // DTR_MIN_EVICT_BYTES
+  CostModel cost = CostModel::kEstimate;  // DTR_COST
   std::string log_level = "warn";       // DTR_LOG
   std::string trace_path;               // DTR_TRACE ("" = off)
   bool verify = false;                  // DTR_VERIFY

@@ -3,6 +3,7 @@
 #include "eager/dispatch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include <absl/container/inlined_vector.h>
@@ -219,10 +220,14 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   absl::InlinedVector<TensorArg, 4> in_args, out_args;
   for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*in_storages[i], in_metas[i]));
   for (size_t i = 0; i < outs.size(); ++i) out_args.push_back(make_arg(*out_storages[i], outs[i].meta()));
+  const bool measure = rt.cost_model() == CostModel::kMeasured;
+  const auto kernel_start = measure ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   {
     KernelContext ctx{in_args, out_args, attrs, record->rng};
     kernel(ctx);
   }
+  const double kernel_seconds =
+      measure ? std::chrono::duration<double>(std::chrono::steady_clock::now() - kernel_start).count() : 0.0;
 
   // The lineage node: op, attributes, inputs, outputs, RNG, autocast, grad mode, cost.
   record->input_metas.assign(in_metas.begin(), in_metas.end());
@@ -270,7 +275,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
       node->output_nbytes.push_back(t.storage()->nbytes());
     }
     node->device = device;
-    node->cost_seconds = estimate_seconds(cost, device);
+    node->cost_seconds = measure ? kernel_seconds : estimate_seconds(cost, device);
     node->flops = cost.flops;
     node->replayable = !(op.flags.side_effect || op.flags.collective);
     record->attrs = attrs;

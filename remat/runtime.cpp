@@ -494,6 +494,7 @@ Runtime& Runtime::global() {
     r->set_heuristic(o.heuristic);
     r->set_sample_mode(o.sample);
     r->set_min_evict_bytes(o.min_evict_bytes);
+    r->set_cost_model(o.cost);
     r->set_verify(o.verify);
     if (!o.trace_path.empty()) {
       r->set_trace_path(o.trace_path);

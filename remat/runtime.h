@@ -92,6 +92,11 @@ class Runtime final : public ResidencyTracker {
   void set_trace_path(const std::string& path);
   void flush_trace();
 
+  /// DTR_COST: where lineage nodes' recompute cost comes from (read by the
+  /// op path when it records a node).
+  void set_cost_model(CostModel m) { cost_model_.store(m, std::memory_order_relaxed); }
+  CostModel cost_model() const { return cost_model_.load(std::memory_order_relaxed); }
+
   /// With lineage off, ops record no lineage: every output is a constant that
   /// is never evicted (the budget still holds, as a plain cap). For measuring
   /// what lineage costs; on by default.
@@ -111,6 +116,7 @@ class Runtime final : public ResidencyTracker {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> lineage_enabled_{true};
+  std::atomic<CostModel> cost_model_{CostModel::kEstimate};
 };
 
 }  // namespace dtr::remat

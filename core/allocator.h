@@ -15,6 +15,12 @@ class Allocator {
   /// of memory (the caller turns that into OutOfMemoryError).
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  /// Bytes of freed blocks an allocator keeps for reuse (0 without a cache).
+  virtual int64_t cached_bytes() const { return 0; }
+  /// Returns cached blocks to the system until at least `nbytes` are gone
+  /// (or the cache is empty). The runtime calls it so that resident plus
+  /// cached bytes stay within the memory budget (Note [hard budget]).
+  virtual void release_cached(int64_t /*nbytes*/) {}
 };
 
 /// The allocator used for new storages on `type`. Never null for kCPU.

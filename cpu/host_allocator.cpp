@@ -1,5 +1,6 @@
 #include "cpu/host_allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace dtr::cpu {
@@ -77,6 +78,34 @@ void CachingHostAllocator::empty_cache() {
   }
   for (auto& [bytes, list] : blocks)
     for (void* p : list) std::free(p);
+}
+
+int64_t CachingHostAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_.cached_bytes;
+}
+
+void CachingHostAllocator::release_cached(int64_t nbytes) {
+  std::vector<void*> gone;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<size_t> sizes;
+    for (const auto& [bytes, list] : free_)
+      if (!list.empty()) sizes.push_back(bytes);
+    std::sort(sizes.rbegin(), sizes.rend());
+    int64_t released = 0;
+    for (size_t bytes : sizes) {
+      auto& list = free_[bytes];
+      while (!list.empty() && released < nbytes) {
+        gone.push_back(list.back());
+        list.pop_back();
+        released += int64_t(bytes);
+        stats_.cached_bytes -= int64_t(bytes);
+      }
+      if (released >= nbytes) break;
+    }
+  }
+  for (void* p : gone) std::free(p);
 }
 
 HostCacheStats CachingHostAllocator::stats() const {

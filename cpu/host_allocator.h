@@ -13,7 +13,9 @@
 // already reuse them. The free blocks held are capped (kHostCacheCapBytes by
 // default); they are not tensor storage, so the memory budget
 // (Note [hard budget]) does not count them, and the process holds at most
-// the cap more than the budget. A failed allocation empties the cache and
+// the cap more than the budget, except that under a budget the runtime
+// trims the cache so that resident plus cached bytes stay within it
+// (release_cached). A failed allocation empties the cache and
 // retries. Under AddressSanitizer nothing is cached, so use-after-free on a
 // storage is still caught.
 #pragma once
@@ -51,6 +53,9 @@ class CachingHostAllocator final : public Allocator {
 
   /// Returns every cached block to the system.
   void empty_cache();
+  int64_t cached_bytes() const override;
+  /// Frees cached blocks, largest first, until `nbytes` are gone or none is left.
+  void release_cached(int64_t nbytes) override;
   HostCacheStats stats() const;
 
  private:

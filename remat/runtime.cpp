@@ -280,6 +280,12 @@ struct Runtime::Impl {
                                          s.device().str(), s.nbytes(), stats.resident_bytes));
     }
     s.set_data(p, alloc);
+    // Freed blocks an allocator caches are memory too: under a budget,
+    // resident plus cached bytes stay within it (Note [hard budget]).
+    if (budget) {
+      const int64_t over = stats.resident_bytes + s.nbytes() + alloc->cached_bytes() - *budget;
+      if (over > 0) alloc->release_cached(over);
+    }
     if (s.tracker == nullptr) {
       s.tracker = owner;
       tracked.insert(&s);

@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "dtr/dtr.h"
+#include "remat/runtime.h"
 
 namespace dtr::cpu {
 namespace {
@@ -40,6 +42,49 @@ TEST(HostAllocator, ReusesFreedBlocksOfTheSamePageRoundedSize) {
   a.deallocate(r, 200000);
   a.empty_cache();
   EXPECT_EQ(a.stats().cached_bytes, 0);
+}
+
+TEST(HostAllocator, ReleaseCachedFreesLargestBlocksFirst) {
+  CachingHostAllocator a;
+  const size_t kib = 1024;
+  void* p64 = a.allocate(64 * kib);
+  void* p128 = a.allocate(128 * kib);
+  void* p256 = a.allocate(256 * kib);
+  a.deallocate(p64, 64 * kib);
+  a.deallocate(p128, 128 * kib);
+  a.deallocate(p256, 256 * kib);
+  EXPECT_EQ(a.cached_bytes(), int64_t(448 * kib));
+  a.release_cached(100 * kib);  // the 256 KiB block covers it
+  EXPECT_EQ(a.cached_bytes(), int64_t(192 * kib));
+  a.release_cached(150 * kib);  // 128 KiB is not enough: 64 KiB goes too
+  EXPECT_EQ(a.cached_bytes(), 0);
+  a.release_cached(1);  // nothing left: no-op
+  EXPECT_EQ(a.cached_bytes(), 0);
+}
+
+// Under a budget the runtime trims the cache: resident plus cached bytes
+// stay within the budget even when freed blocks do not fit new requests.
+TEST(HostAllocator, RuntimeKeepsResidentPlusCachedWithinTheBudget) {
+  CachingHostAllocator cache;
+  Allocator* prev = set_allocator(kCPU, &cache);
+  {
+    remat::Runtime rt;
+    const int64_t budget = 1 << 20;
+    rt.set_memory_budget(budget);
+    std::vector<std::unique_ptr<Storage>> held;
+    for (int64_t size : {int64_t(200) << 10, int64_t(300) << 10, int64_t(100) << 10}) {
+      for (int i = 0; i < 3; ++i) {
+        auto s = std::make_unique<Storage>(size, Device());
+        rt.allocate(*s);
+        Storage* sp = s.get();
+        rt.release({&sp, 1});
+        EXPECT_LE(rt.stats().resident_bytes + cache.cached_bytes(), budget);
+        held.push_back(std::move(s));
+        if (held.size() > 2) held.erase(held.begin());  // its bytes go to the cache
+      }
+    }
+  }
+  set_allocator(kCPU, prev);
 }
 
 TEST(HostAllocator, SmallBlocksAreNotCached) {

@@ -28,7 +28,7 @@ size_t CachingHostAllocator::block_bytes(size_t nbytes) {
   if (nbytes == 0) nbytes = 1;
   // Page-rounded above the threshold, so sizes that differ by a few bytes
   // share blocks; 64-byte-rounded (aligned_alloc's rule) below it.
-  const size_t unit = nbytes >= kHostCacheMinBytes ? kPage : kAlignment;
+  const size_t unit = nbytes >= kHostCachePageBytes ? kPage : kAlignment;
   return (nbytes + unit - 1) / unit * unit;
 }
 

@@ -29,6 +29,7 @@
 
 #include "core/type_promotion.h"
 #include "cpu/kernels.h"
+#include "cpu/simd.h"
 
 namespace dtr::cpu {
 
@@ -202,31 +203,20 @@ void simd_map(R* o, const std::tuple<const In*...>& x, int64_t n, F& f, std::ind
   for (int64_t j = 0; j < n; ++j) o[j] = f(std::get<K>(x)[j]...);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-/// simd_map compiled for AVX2 (8 floats a step instead of SSE2's 4). FMA
-/// stays off, so no multiply-add is contracted and every lane computes
-/// bitwise what the SSE2 loop computes: the result never depends on the
-/// instruction set (Note [determinism]).
+/// simd_map compiled for AVX2 (8 floats a step instead of SSE2's 4); see
+/// cpu/simd.h for why the values are the same.
 template <typename R, typename... In, typename F, size_t... K>
-__attribute__((target("avx2"))) void simd_map_avx2(R* o, const std::tuple<const In*...>& x, int64_t n,
-                                                   F& f, std::index_sequence<K...>) {
+DTR_TARGET_AVX2 void simd_map_avx2(R* o, const std::tuple<const In*...>& x, int64_t n, F& f,
+                                   std::index_sequence<K...>) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) o[j] = f(std::get<K>(x)[j]...);
 }
-
-inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
-#endif
 
 /// simd_map on the widest instruction set this CPU has.
 template <typename R, typename... In, typename F, size_t... K>
 void dispatch_simd_map(R* o, const std::tuple<const In*...>& x, int64_t n, F& f,
                        std::index_sequence<K...> seq) {
-#if defined(__x86_64__) && defined(__GNUC__)
   if (n >= 16 && cpu_has_avx2()) return simd_map_avx2<R, In...>(o, x, n, f, seq);
-#endif
   simd_map<R, In...>(o, x, n, f, seq);
 }
 

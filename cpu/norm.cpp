@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/accumulate.h"
+#include "cpu/simd.h"
 
 namespace dtr::cpu {
 namespace {
@@ -49,25 +50,117 @@ struct RowStats {
   compute_t<T> mean;
   compute_t<T> rstd;
 };
-template <typename T>
-RowStats<T> row_stats(const T* row, int64_t n, double eps, bool rms) {
+
+/// Rows per group in the row loops: R rows' statistics and sums run
+/// interleaved, so their R dependency chains (sums in double, one add after
+/// another) overlap. Each row still takes exactly its own operations in its
+/// own order, so a row's values do not depend on its group.
+constexpr int kRowGroup = 4;
+
+/// RowStats of the R consecutive rows of length n > 0 starting at x: per row
+/// the operations of moments_contiguous (cpu/accumulate.h), or for rms two
+/// interleaved sums of squares.
+template <int R, typename T>
+[[gnu::always_inline]] inline void row_stats_body(const T* x, int64_t n, double eps, bool rms, RowStats<T>* out) {
   using C = compute_t<T>;
   if (rms) {
-    double a0 = 0, a1 = 0;
+    double a0[R] = {}, a1[R] = {};
     int64_t j = 0;
     for (; j + 2 <= n; j += 2) {
-      const double v0 = to_compute(row[j]), v1 = to_compute(row[j + 1]);
-      a0 += v0 * v0;
-      a1 += v1 * v1;
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const double v0 = to_compute(x[r * n + j]), v1 = to_compute(x[r * n + j + 1]);
+        a0[r] += v0 * v0;
+        a1[r] += v1 * v1;
+      }
     }
     for (; j < n; ++j) {
-      const double v = to_compute(row[j]);
-      a0 += v * v;
+      for (int r = 0; r < R; ++r) {
+        const double v = to_compute(x[r * n + j]);
+        a0[r] += v * v;
+      }
     }
-    return {C(0), C(1.0 / std::sqrt((a0 + a1) / double(n) + eps))};
+    for (int r = 0; r < R; ++r) out[r] = {C(0), C(1.0 / std::sqrt((a0[r] + a1[r]) / double(n) + eps))};
+    return;
   }
-  const Moments m = moments_contiguous(row, n);
-  return {C(m.mean), C(1.0 / std::sqrt(m.var + eps))};
+  // sum_run: four interleaved partial sums, combined as (s0 + s1) + (s2 + s3).
+  double s0[R] = {}, s1[R] = {}, s2[R] = {}, s3[R] = {};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const T* p = x + r * n + j;
+      s0[r] += double(to_compute(p[0]));
+      s1[r] += double(to_compute(p[1]));
+      s2[r] += double(to_compute(p[2]));
+      s3[r] += double(to_compute(p[3]));
+    }
+  }
+  for (; j < n; ++j)
+    for (int r = 0; r < R; ++r) s0[r] += double(to_compute(x[r * n + j]));
+  double mean[R], q0[R] = {}, q1[R] = {};
+  for (int r = 0; r < R; ++r) mean[r] = ((s0[r] + s1[r]) + (s2[r] + s3[r])) / double(n);
+  // Squared deviations: two interleaved partial sums.
+  j = 0;
+  for (; j + 2 <= n; j += 2) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const double d0 = double(to_compute(x[r * n + j])) - mean[r];
+      const double d1 = double(to_compute(x[r * n + j + 1])) - mean[r];
+      q0[r] += d0 * d0;
+      q1[r] += d1 * d1;
+    }
+  }
+  for (; j < n; ++j) {
+    for (int r = 0; r < R; ++r) {
+      const double d = double(to_compute(x[r * n + j])) - mean[r];
+      q0[r] += d * d;
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = {C(mean[r]), C(1.0 / std::sqrt((q0[r] + q1[r]) / double(n) + eps))};
+}
+
+template <int R, typename T>
+DTR_TARGET_AVX2 void row_stats_avx2(const T* x, int64_t n, double eps, bool rms, RowStats<T>* out) {
+  row_stats_body<R>(x, n, eps, rms, out);
+}
+
+template <int R, typename T>
+void row_stats(const T* x, int64_t n, double eps, bool rms, RowStats<T>* out) {
+  if (cpu_has_avx2()) return row_stats_avx2<R>(x, n, eps, rms, out);
+  row_stats_body<R>(x, n, eps, rms, out);
+}
+
+/// Calls f(r, count) over rows [r0, r1) in groups of kRowGroup rows, the
+/// last ones one at a time; f is a template on the group size.
+template <typename F>
+void for_row_groups(int64_t r0, int64_t r1, F&& f) {
+  int64_t r = r0;
+  for (; r + kRowGroup <= r1; r += kRowGroup) f.template operator()<kRowGroup>(r);
+  for (; r < r1; ++r) f.template operator()<1>(r);
+}
+
+/// yr = (xr - mean) * rstd [* weight] [+ bias], in that order.
+template <typename T>
+void normalize_row(const T* xr, T* yr, int64_t n, RowStats<T> st, const Affine<T>& af) {
+  using C = compute_t<T>;
+  const C mean = st.mean, rstd = st.rstd;
+  const T* w = af.weight;
+  const T* b = af.bias;
+  if (w != nullptr && b != nullptr) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      yr[j] = from_compute<T>((to_compute(xr[j]) - mean) * rstd * to_compute(w[j]) + to_compute(b[j]));
+  } else if (w != nullptr) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) yr[j] = from_compute<T>((to_compute(xr[j]) - mean) * rstd * to_compute(w[j]));
+  } else if (b != nullptr) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) yr[j] = from_compute<T>((to_compute(xr[j]) - mean) * rstd + to_compute(b[j]));
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) yr[j] = from_compute<T>((to_compute(xr[j]) - mean) * rstd);
+  }
 }
 
 // layer_norm / rms_norm: inputs (x, [weight], [bias]); attrs
@@ -80,22 +173,15 @@ void row_norm_kernel(const KernelContext& c) {
   const double eps = c.attrs.f("eps");
   floating_dispatch(x.dtype, kRms ? "rms_norm" : "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    using C = compute_t<T>;
     const T* xp = x.ptr<T>();
     T* y = c.outputs[0].ptr<T>();
     const Affine<T> af = affine_inputs<T>(c, 1);
     parallel_for(rows, row_grain(n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* xr = xp + r * n;
-        T* yr = y + r * n;
-        const RowStats<T> st = row_stats(xr, n, eps, kRms);
-        for (int64_t j = 0; j < n; ++j) {
-          C v = (to_compute(xr[j]) - st.mean) * st.rstd;
-          if (af.weight != nullptr) v *= to_compute(af.weight[j]);
-          if (af.bias != nullptr) v += to_compute(af.bias[j]);
-          yr[j] = from_compute<T>(v);
-        }
-      }
+      for_row_groups(r0, r1, [&]<int R>(int64_t r) {
+        RowStats<T> st[R];
+        row_stats<R>(xp + r * n, n, eps, kRms, st);
+        for (int k = 0; k < R; ++k) normalize_row(xp + (r + k) * n, y + (r + k) * n, n, st[k], af);
+      });
     });
   });
 }
@@ -123,28 +209,39 @@ void row_norm_backward_kernel(const KernelContext& c) {
     const T* w = has_weight ? c.inputs[2].ptr<T>() : nullptr;
     T* gx = c.outputs[0].ptr<T>();
     std::vector<RowStats<T>> stats(static_cast<size_t>(rows));
+    // h = g * weight; without a weight, g * 1 (which is g, bit for bit).
+    std::vector<C> wc(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) wc[size_t(j)] = w != nullptr ? to_compute(w[j]) : C(1);
+    const C* wv = wc.data();
     parallel_for(rows, row_grain(n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* xr = xp + r * n;
-        const T* gr = gp + r * n;
-        T* gxr = gx + r * n;
-        const RowStats<T> st = row_stats(xr, n, eps, kRms);
-        stats[size_t(r)] = st;
-        double sum_h = 0, sum_hx = 0;
+      for_row_groups(r0, r1, [&]<int R>(int64_t r) {
+        RowStats<T>* st = stats.data() + r;
+        row_stats<R>(xp + r * n, n, eps, kRms, st);
+        double sum_h[R] = {}, sum_hx[R] = {};
         for (int64_t j = 0; j < n; ++j) {
-          const C xhat = (to_compute(xr[j]) - st.mean) * st.rstd;
-          const C h = to_compute(gr[j]) * (w != nullptr ? to_compute(w[j]) : C(1));
-          sum_h += double(h);
-          sum_hx += double(h) * double(xhat);
+#pragma GCC unroll 8
+          for (int k = 0; k < R; ++k) {
+            const C xhat = (to_compute(xp[(r + k) * n + j]) - st[k].mean) * st[k].rstd;
+            const C h = to_compute(gp[(r + k) * n + j]) * wv[j];
+            sum_h[k] += double(h);
+            sum_hx[k] += double(h) * double(xhat);
+          }
         }
-        const C mean_h = kRms ? C(0) : C(sum_h / double(n));
-        const C mean_hx = C(sum_hx / double(n));
-        for (int64_t j = 0; j < n; ++j) {
-          const C xhat = (to_compute(xr[j]) - st.mean) * st.rstd;
-          const C h = to_compute(gr[j]) * (w != nullptr ? to_compute(w[j]) : C(1));
-          gxr[j] = from_compute<T>(st.rstd * (h - mean_h - xhat * mean_hx));
+        for (int k = 0; k < R; ++k) {
+          const T* xr = xp + (r + k) * n;
+          const T* gr = gp + (r + k) * n;
+          T* gxr = gx + (r + k) * n;
+          const C mean = st[k].mean, rstd = st[k].rstd;
+          const C mean_h = kRms ? C(0) : C(sum_h[k] / double(n));
+          const C mean_hx = C(sum_hx[k] / double(n));
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) {
+            const C xhat = (to_compute(xr[j]) - mean) * rstd;
+            const C h = to_compute(gr[j]) * wv[j];
+            gxr[j] = from_compute<T>(rstd * (h - mean_h - xhat * mean_hx));
+          }
         }
-      }
+      });
     });
     if (!has_weight && !has_bias) return;
     // Column sums over rows: each column accumulates rows in order.
@@ -161,6 +258,7 @@ void row_norm_backward_kernel(const KernelContext& c) {
           const T* xr = xp + r * n + c0;
           const T* gr = gp + r * n + c0;
           const RowStats<T> st = stats[size_t(r)];
+#pragma omp simd
           for (int64_t j = 0; j < width; ++j) {
             const C g = to_compute(gr[j]);
             acc_w[j] += double(g * ((to_compute(xr[j]) - st.mean) * st.rstd));

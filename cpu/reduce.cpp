@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/accumulate.h"
+#include "cpu/simd.h"
 
 namespace dtr::cpu {
 namespace {
@@ -164,10 +165,16 @@ void run_reduce(const Geometry& g, const T* in, Op& op) {
         const T* base = in + offset_of(ko, kouter, kouter_strides) + c0;
         Acc* a = acc.data();
         for (int64_t j = 0; j < w; ++j) a[j] = op.init(o0 + j);
-        for_each_offset(g.rshape, g.rstrides, 0, g.nred, [&](int64_t r, int64_t off) {
-          const T* p = base + off;
-          for (int64_t j = 0; j < w; ++j) op.update(a[j], p[j], r);
-        });
+        if constexpr (requires(Acc* x, const T* p) { op.update_row(x, p, w); }) {
+          // Each output still takes its terms in increasing r.
+          for_each_offset(g.rshape, g.rstrides, 0, g.nred,
+                          [&](int64_t, int64_t off) { op.update_row(a, base + off, w); });
+        } else {
+          for_each_offset(g.rshape, g.rstrides, 0, g.nred, [&](int64_t r, int64_t off) {
+            const T* p = base + off;
+            for (int64_t j = 0; j < w; ++j) op.update(a[j], p[j], r);
+          });
+        }
         for (int64_t j = 0; j < w; ++j) op.finish(o0 + j, a[j]);
       }
     });
@@ -188,6 +195,18 @@ void run_reduce(const Geometry& g, const T* in, Op& op) {
 
 // ---- reduction ops -------------------------------------------------------------
 
+/// a[j] += p[j] for j < w, in the accumulator type.
+template <typename A, typename T>
+void add_row(A* a, const T* p, int64_t w) {
+#pragma omp simd
+  for (int64_t j = 0; j < w; ++j) a[j] += A(to_compute(p[j]));
+}
+template <typename A, typename T>
+DTR_TARGET_AVX2 void add_row_avx2(A* a, const T* p, int64_t w) {
+#pragma omp simd
+  for (int64_t j = 0; j < w; ++j) a[j] += A(to_compute(p[j]));
+}
+
 template <typename T, typename Finish>
 struct SumOp {
   using Acc = sum_acc_t<T>;
@@ -195,6 +214,11 @@ struct SumOp {
   Acc init(int64_t) const { return 0; }
   void update(Acc& a, T x, int64_t) const { a += Acc(to_compute(x)); }
   void update_run(Acc& a, const T* p, int64_t n, int64_t s, int64_t) const { a += sum_run(p, n, s); }
+  /// a[j] += p[j] for j < w: one reduction step of w neighbouring outputs.
+  void update_row(Acc* a, const T* p, int64_t w) const {
+    if (w >= 16 && cpu_has_avx2()) return add_row_avx2(a, p, w);
+    add_row(a, p, w);
+  }
   void combine(Acc& a, const Acc& b) const { a += b; }
 };
 template <typename T, typename Finish>

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cpu/accumulate.h"
 #include "dtr/dtr.h"
 #include "testing.h"
 
@@ -82,6 +83,94 @@ TEST(SoftmaxKernel, NaNSignedZerosAndStridedLanes) {
   EXPECT_TRUE(testing::bitwise_equal(softmax(a, 0), transpose(softmax(transpose(a, 0, 1).contiguous(), 1), 0, 1)));
   EXPECT_TRUE(
       testing::bitwise_equal(log_softmax(a, 0), transpose(log_softmax(transpose(a, 0, 1).contiguous(), 1), 0, 1)));
+}
+
+/// layer_norm forward and backward of a (rows, n) float32 matrix, one row
+/// at a time, with the operations the kernels document: statistics of
+/// moments_contiguous, sums in double, column sums over rows in order.
+struct LayerNormReference {
+  std::vector<float> y, gx, gw, gb;
+};
+LayerNormReference layer_norm_reference(const std::vector<float>& x, const std::vector<float>& g,
+                                        const std::vector<float>& w, const std::vector<float>& b,
+                                        int64_t rows, int64_t n, double eps) {
+  LayerNormReference ref;
+  ref.y.resize(x.size());
+  ref.gx.resize(x.size());
+  std::vector<double> acc_w(size_t(n), 0.0), acc_b(size_t(n), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * n;
+    const float* gr = g.data() + r * n;
+    const cpu::Moments m = cpu::moments_contiguous(xr, n);
+    const float mean = float(m.mean), rstd = float(1.0 / std::sqrt(m.var + eps));
+    double sum_h = 0, sum_hx = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float xhat = (xr[j] - mean) * rstd;
+      ref.y[size_t(r * n + j)] = xhat * w[size_t(j)] + b[size_t(j)];
+      const float h = gr[j] * w[size_t(j)];
+      sum_h += double(h);
+      sum_hx += double(h) * double(xhat);
+      acc_w[size_t(j)] += double(gr[j] * xhat);
+      acc_b[size_t(j)] += double(gr[j]);
+    }
+    const float mean_h = float(sum_h / double(n)), mean_hx = float(sum_hx / double(n));
+    for (int64_t j = 0; j < n; ++j) {
+      const float xhat = (xr[j] - mean) * rstd;
+      const float h = gr[j] * w[size_t(j)];
+      ref.gx[size_t(r * n + j)] = rstd * (h - mean_h - xhat * mean_hx);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    ref.gw.push_back(float(acc_w[size_t(j)]));
+    ref.gb.push_back(float(acc_b[size_t(j)]));
+  }
+  return ref;
+}
+
+::testing::AssertionResult bitwise_equal_floats(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+TEST(LayerNormKernel, BitwiseTheDocumentedOperations) {
+  manual_seed(8);
+  // Row counts around the group of four rows and lengths with odd tails.
+  for (const auto& [rows, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {7, 128}, {9, 33}, {4, 2}, {13, 1}}) {
+    const Tensor x = randn({rows, n}) * 3.0 + 0.5, g = randn({rows, n});
+    const Tensor w = randn({n}), b = randn({n});
+    const LayerNormReference ref = layer_norm_reference(x.to_vector<float>(), g.to_vector<float>(), w.to_vector<float>(),
+                                                        b.to_vector<float>(), rows, n, 1e-5);
+    Tensor xr = x.clone(), wr = w.clone(), br = b.clone();
+    xr.requires_grad_();
+    wr.requires_grad_();
+    br.requires_grad_();
+    const Tensor y = layer_norm(xr, {n}, wr, br, 1e-5);
+    y.backward(g);
+    EXPECT_TRUE(bitwise_equal_floats(y.to_vector<float>(), ref.y)) << rows << "x" << n;
+    EXPECT_TRUE(bitwise_equal_floats(xr.grad().to_vector<float>(), ref.gx)) << rows << "x" << n;
+    EXPECT_TRUE(bitwise_equal_floats(wr.grad().to_vector<float>(), ref.gw)) << rows << "x" << n;
+    EXPECT_TRUE(bitwise_equal_floats(br.grad().to_vector<float>(), ref.gb)) << rows << "x" << n;
+    // Without weight and bias: weight 1 and bias 0 in the formulas.
+    Tensor xn = x.clone();
+    xn.requires_grad_();
+    const Tensor yn = layer_norm(xn, {n}, Tensor(), Tensor(), 1e-5);
+    yn.backward(g);
+    const LayerNormReference plain =
+        layer_norm_reference(x.to_vector<float>(), g.to_vector<float>(), std::vector<float>(size_t(n), 1.0f),
+                             std::vector<float>(size_t(n), 0.0f), rows, n, 1e-5);
+    std::vector<float> y_plain = plain.y;  // xhat * 1 + 0 is xhat except for -0
+    const std::vector<float> xv = x.to_vector<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const cpu::Moments m = cpu::moments_contiguous(xv.data() + r * n, n);
+      const float mean = float(m.mean), rstd = float(1.0 / std::sqrt(m.var + 1e-5));
+      for (int64_t j = 0; j < n; ++j) y_plain[size_t(r * n + j)] = (xv[size_t(r * n + j)] - mean) * rstd;
+    }
+    EXPECT_TRUE(bitwise_equal_floats(yn.to_vector<float>(), y_plain)) << rows << "x" << n;
+    EXPECT_TRUE(bitwise_equal_floats(xn.grad().to_vector<float>(), plain.gx)) << rows << "x" << n;
+  }
 }
 
 TEST(MaskedFillKernel, RepeatingMaskMatchesTheBroadcastPath) {

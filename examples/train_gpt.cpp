@@ -65,7 +65,7 @@ struct Config {
   double dropout = 0.1;       // after the embeddings and in the MLPs
   double attn_dropout = 0.0;  // on the attention weights and the attention output
   // training
-  int64_t steps = 450;
+  int64_t steps = 900;
   int64_t stop_after = 0;  // 0: run to --steps
   int64_t batch_size = 32;
   double lr = 4e-3;

@@ -7,6 +7,9 @@
 #   ./dtr.sh run     setup, build, then the main job: train a GPT on real text
 #                    under half its peak memory (examples/train_gpt, ~3 min)
 #   ./dtr.sh bench   setup, build, run every benchmark in build/benchmarks/
+#   ./dtr.sh bench-sweep  setup, build, then the model-zoo budget sweep, the
+#                    PyTorch comparison and the plots in benchmarks/results/
+#                    (about an hour on two cores)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -19,9 +22,10 @@ PACKAGES=(
 
 log() { printf '== %s\n' "$*" >&2; }
 
+# setup [extra packages...]
 setup() {
   local missing=()
-  for pkg in "${PACKAGES[@]}"; do
+  for pkg in "${PACKAGES[@]}" "$@"; do
     if ! dpkg -s "$pkg" >/dev/null 2>&1; then missing+=("$pkg"); fi
   done
   if ((${#missing[@]} == 0)); then
@@ -85,6 +89,8 @@ bench() {
   local found=0 b
   for b in build/benchmarks/*; do
     [[ -f $b && -x $b ]] || continue
+    # The zoo programs need arguments and run for long; bench-sweep runs them.
+    case ${b##*/} in budget_sweep | zoo_step) continue ;; esac
     found=1
     log "$b"
     "$b" "$@"
@@ -92,8 +98,25 @@ bench() {
   if ((found == 0)); then echo "dtr.sh bench: no benchmarks built" >&2; fi
 }
 
+bench_sweep() {
+  setup python3-torch python3-matplotlib
+  build
+  local out=benchmarks/results
+  mkdir -p "$out"
+  log "budget sweep -> $out/sweep.csv (progress in $out/sweep.log)"
+  build/benchmarks/budget_sweep --other-ratios 0.5,0.3 --bisect-heuristics dtr_eq --steps 3 --warmup 1 --threads 1 \
+    --out "$out/sweep.csv" 2>"$out/sweep.log"
+  log "chain_b2048 against Revolve -> $out/revolve.csv"
+  build/benchmarks/budget_sweep --models chain_b2048 --heuristics dtr_eq --ratios 0.9,0.8,0.7,0.6,0.5,0.4,0.3 \
+    --steps 1 --warmup 1 --threads 1 --out "$out/revolve.csv" 2>"$out/revolve.log"
+  log "PyTorch comparison -> $out/pytorch.csv"
+  /usr/bin/python3 benchmarks/pytorch_zoo.py --steps 3 --warmup 1 --threads 1 --rounds 2 \
+    --dtr build/benchmarks/zoo_step --out "$out/pytorch.csv" 2>"$out/pytorch.log"
+  /usr/bin/python3 benchmarks/plot_sweep.py --results "$out"
+}
+
 usage() {
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 cmd=${1:-}
@@ -104,6 +127,7 @@ case $cmd in
   test) test_all ;;
   run) run_main "$@" ;;
   bench) bench "$@" ;;
+  bench-sweep) bench_sweep ;;
   -h | --help | help) usage ;;
   *)
     usage >&2

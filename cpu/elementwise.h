@@ -86,16 +86,14 @@ struct Layout {
   int64_t strides[N][kMaxDims] = {};
 };
 
+/// The Layout of `shape` for N operands with element strides st[k] (already
+/// broadcast to `shape`) and item sizes isz[k].
 template <size_t N>
-Layout<N> make_layout(const TensorArg& out, const std::array<const TensorArg*, N - 1>& ins) {
-  std::array<Strides, N> st;
-  st[0] = out.strides;
-  for (size_t k = 1; k < N; ++k)
-    st[k] = broadcast_strides(ins[k - 1]->shape, ins[k - 1]->strides, out.shape);
+Layout<N> make_layout(IntList shape, const std::array<Strides, N>& st, const std::array<int64_t, N>& isz) {
   Layout<N> L;
-  L.numel = out.numel();
-  for (size_t d = 0; d < out.shape.size(); ++d) {
-    const int64_t size = out.shape[d];
+  L.numel = dtr::numel(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t size = shape[d];
     if (size == 1) continue;
     const int nd = L.ndim;
     bool merge = nd > 0;
@@ -111,11 +109,22 @@ Layout<N> make_layout(const TensorArg& out, const std::array<const TensorArg*, N
     for (size_t k = 0; k < N; ++k) L.strides[k][nd] = st[k][d];
     ++L.ndim;
   }
-  for (size_t k = 0; k < N; ++k) {
-    const int64_t isz = k == 0 ? itemsize(out.dtype) : itemsize(ins[k - 1]->dtype);
-    for (int d = 0; d < L.ndim; ++d) L.strides[k][d] *= isz;
-  }
+  for (size_t k = 0; k < N; ++k)
+    for (int d = 0; d < L.ndim; ++d) L.strides[k][d] *= isz[k];
   return L;
+}
+
+template <size_t N>
+Layout<N> make_layout(const TensorArg& out, const std::array<const TensorArg*, N - 1>& ins) {
+  std::array<Strides, N> st;
+  std::array<int64_t, N> isz;
+  st[0] = out.strides;
+  isz[0] = itemsize(out.dtype);
+  for (size_t k = 1; k < N; ++k) {
+    st[k] = broadcast_strides(ins[k - 1]->shape, ins[k - 1]->strides, out.shape);
+    isz[k] = itemsize(ins[k - 1]->dtype);
+  }
+  return make_layout<N>(out.shape, st, isz);
 }
 
 /// Calls run(ptrs, inner_strides, n) for runs of the innermost dim covering
@@ -159,6 +168,42 @@ void for_each_run(const Layout<N>& L, const std::array<std::byte*, N>& base, Run
     }
   });
 }
+
+/// Copies n elements of sizeof(E) bytes between byte strides.
+template <typename E>
+void copy_run(std::byte* dst, int64_t ds, const std::byte* src, int64_t ss, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) std::memcpy(dst + j * ds, src + j * ss, sizeof(E));
+}
+
+}  // namespace elementwise_detail
+
+/// dst = src for the elements of `shape`, each `isz` bytes, with element
+/// strides dst_strides and src_strides (src strides may be 0: broadcast).
+/// Runs along the innermost merged dim are copied whole: memcpy where both
+/// sides are contiguous, a typed loop otherwise. Split across threads by
+/// destination position.
+inline void copy_strided(std::byte* dst, IntList dst_strides, const std::byte* src, IntList src_strides,
+                         IntList shape, int64_t isz) {
+  using namespace elementwise_detail;
+  const std::array<Strides, 2> st{Strides(dst_strides.begin(), dst_strides.end()),
+                                  Strides(src_strides.begin(), src_strides.end())};
+  const Layout<2> L = make_layout<2>(shape, st, {isz, isz});
+  for_each_run(L, {dst, const_cast<std::byte*>(src)},
+               [&](const std::array<std::byte*, 2>& p, const std::array<int64_t, 2>& s, int64_t m) {
+                 if (s[0] == isz && s[1] == isz) {
+                   std::memcpy(p[0], p[1], size_t(m * isz));
+                   return;
+                 }
+                 switch (isz) {
+                   case 8: return copy_run<uint64_t>(p[0], s[0], p[1], s[1], m);
+                   case 4: return copy_run<uint32_t>(p[0], s[0], p[1], s[1], m);
+                   case 2: return copy_run<uint16_t>(p[0], s[0], p[1], s[1], m);
+                   default: return copy_run<uint8_t>(p[0], s[0], p[1], s[1], m);
+                 }
+               });
+}
+
+namespace elementwise_detail {
 
 /// dst[j] = T(element j of a run of dtype `dt` at `src` with byte stride `stride`).
 template <typename T>

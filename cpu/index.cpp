@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu/kernels.h"
+#include "cpu/elementwise.h"
 
 namespace dtr::cpu {
 namespace {
@@ -91,33 +91,6 @@ void check_indices(std::string_view op, const std::vector<int64_t>& idx, int64_t
     DTR_CHECK(v >= 0 && v < size, IndexError,
               "{}: index {} is out of bounds for dimension {} with size {}", op, v, dim, size);
   }
-}
-
-/// dst (strides dst_strides) = src (strides src_strides), both of `shape`.
-/// Rows along the last dim are copied whole when unit-strided on both sides.
-void strided_copy(std::byte* dst, IntList dst_strides, const std::byte* src, IntList src_strides,
-                  IntList shape, int64_t isz) {
-  const int64_t nd = int64_t(shape.size());
-  if (nd > 0 && dst_strides.back() == 1 && src_strides.back() == 1) {
-    const int64_t row = shape.back();
-    const Shape outer(shape.begin(), shape.end() - 1);
-    const std::array<Strides, 2> st{Strides(dst_strides.begin(), dst_strides.end() - 1),
-                                    Strides(src_strides.begin(), src_strides.end() - 1)};
-    parallel_for(numel(outer), std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(row, 1)),
-                 [&](int64_t b, int64_t e) {
-                   for_each_offsets<2>(outer, st, b, e, [&](int64_t, const auto& off) {
-                     copy_elements(dst + off[0] * isz, src + off[1] * isz, row, isz);
-                   });
-                 });
-    return;
-  }
-  const std::array<Strides, 2> st{Strides(dst_strides.begin(), dst_strides.end()),
-                                  Strides(src_strides.begin(), src_strides.end())};
-  parallel_for(numel(shape), 1 << 14, [&](int64_t b, int64_t e) {
-    for_each_offsets<2>(shape, st, b, e, [&](int64_t, const auto& off) {
-      copy_elements(dst + off[0] * isz, src + off[1] * isz, 1, isz);
-    });
-  });
 }
 
 /// Runs `scatter(T* out, const T* grad)` for a scatter-add backward: natively
@@ -420,7 +393,7 @@ void slice_backward_kernel(const KernelContext& c) {
   std::memset(out.data, 0, size_t(out.numel() * isz));
   Strides region = out.strides;
   region[size_t(dim)] *= step;
-  strided_copy(out.data + start * out.strides[size_t(dim)] * isz, region, grad.data, grad.strides,
+  copy_strided(out.data + start * out.strides[size_t(dim)] * isz, region, grad.data, grad.strides,
                grad.shape, isz);
 }
 
@@ -431,7 +404,7 @@ void select_backward_kernel(const KernelContext& c) {
   const int64_t dim = c.attrs.i("dim"), index = c.attrs.i("index");
   const int64_t isz = itemsize(out.dtype);
   std::memset(out.data, 0, size_t(out.numel() * isz));
-  strided_copy(out.data + index * out.strides[size_t(dim)] * isz, without(out.strides, dim),
+  copy_strided(out.data + index * out.strides[size_t(dim)] * isz, without(out.strides, dim),
                grad.data, grad.strides, grad.shape, isz);
 }
 

@@ -191,6 +191,32 @@ TEST(MaskedFillKernel, RepeatingMaskMatchesTheBroadcastPath) {
   }
 }
 
+TEST(CopyKernel, SliceAndSelectBackwardTakeStridedGradients) {
+  manual_seed(9);
+  const int64_t B = 3, T = 5, C = 4;
+  Tensor x = randn({B, T, 3 * C});
+  x.requires_grad_();
+  // A gradient laid out transposed (T has stride 1), as a transposed key's is.
+  const Tensor g = transpose(randn({B, C, T}), 1, 2);
+  narrow(x, 2, C, C).backward(g);
+  const std::vector<float> gx = x.grad().to_vector<float>(), gv = g.contiguous().to_vector<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < 3 * C; ++c) {
+        const float want = c >= C && c < 2 * C ? gv[size_t((b * T + t) * C + c - C)] : 0.0f;
+        ASSERT_EQ(gx[size_t((b * T + t) * 3 * C + c)], want) << b << " " << t << " " << c;
+      }
+  Tensor y = randn({B, T, C});
+  y.requires_grad_();
+  const Tensor gs = transpose(randn({C, B}), 0, 1);  // (B, C) with strides (1, B)
+  select(y, 1, 2).backward(gs);
+  const std::vector<float> gy = y.grad().to_vector<float>(), gsv = gs.contiguous().to_vector<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_EQ(gy[size_t((b * T + t) * C + c)], t == 2 ? gsv[size_t(b * C + c)] : 0.0f);
+}
+
 TEST(CopyKernel, StridedCopiesOfEveryLayout) {
   manual_seed(5);
   const Tensor a = randn({4, 5, 6, 7});

@@ -4,10 +4,9 @@
 //
 // Convolutions work on chunks of images: the column matrix of a chunk holds
 // the images side by side, (C/groups * kH * kW, images * Ho * Wo), so each
-// group needs one large GEMM per chunk. GEMMs are called only from the
-// calling thread — OpenBLAS (pthread build) called from inside dtr's OpenMP
-// workers is an order of magnitude slower — and OpenBLAS threads them; the
-// copies around them (im2col, col2im, layout changes) use parallel_for.
+// group needs one large GEMM per chunk. gemm splits each into blocks on
+// dtr's thread pool (cpu/linalg.h); the copies around them (im2col,
+// col2im, layout changes) use parallel_for.
 //
 // Note [determinism]: every output element is written by one thread in a
 // fixed order. col2im and the pool backward scatters run serially within one

@@ -293,8 +293,17 @@ struct Runtime::Impl {
     track_bytes(s);
   }
 
+  // Unlocks a rematerialization frame's inputs once its replay is done. An
+  // input no user holds (an intermediate brought back only to rebuild
+  // something else) is freed as soon as nothing uses it: eager eviction, as
+  // for any storage whose last handle went (DTR paper §3), instead of
+  // sitting in the budget until the heuristic picks it.
   void unlock_all(std::vector<Storage*>& v, int64_t now) {
-    for (Storage* s : v) unlock(*s, now);
+    for (Storage* s : v) {
+      unlock(*s, now);
+      if (s->lock_count == 0 && s->handle_count.load() == 0 && replayable(*s) && s->resident())
+        eager_free(*s);
+    }
     v.clear();
   }
 

@@ -10,7 +10,7 @@
 //   ./build/benchmarks/budget_sweep --out benchmarks/results/sweep.csv
 //       [--models chain,gpt,resnet,unet,lstm] [--heuristics dtr_eq,dtr,...]
 //       [--ratios 0.9,0.8,...] [--other-ratios 0.5,0.3] [--steps 5] [--warmup 2] [--threads 1]
-//       [--bisect-heuristics LIST] [--no-bisect] [--no-checkpoint]
+//       [--max-slowdown 20] [--bisect-heuristics LIST] [--no-bisect] [--no-checkpoint]
 //
 // Every point builds its model, optimizer and inputs afresh from seed 0, so
 // points do not depend on each other. Counts in the CSV are per measured
@@ -53,6 +53,7 @@ struct Options {
   int steps = 5;
   int warmup = 2;
   int threads = 1;
+  double max_slowdown = 20;  // 0: no limit
   bool bisect = true;
   bool checkpoint = true;
   std::string out;
@@ -61,7 +62,8 @@ struct Options {
 /// One configuration run for warmup + steps training steps.
 struct Measurement {
   bool feasible = true;
-  std::string error;  // the first line of the OutOfMemoryError
+  std::string error;  // the first line of the OutOfMemoryError, or why the point stopped early
+  int steps_measured = 0;
   dtr::zoo::StepTimes times;
   int64_t peak_bytes = 0;
   int64_t resident_between_steps = 0;  // resident bytes after the warmup steps
@@ -71,9 +73,12 @@ struct Measurement {
 
 /// Builds `spec`'s workload from seed 0 with no budget, then sets `budget`
 /// and `heuristic` and runs `warmup` steps, resets the statistics and times
-/// `steps` more. The budget is lifted again before the workload is dropped.
+/// `steps` more. A warm-up step whose CPU time exceeds `max_step_cpu_ms`
+/// when that is positive (thrashing near the smallest feasible budget can run for many minutes)
+/// becomes the whole measurement: one step, and a note in `error`. The
+/// budget is lifted again before the workload is dropped.
 Measurement measure(const ModelSpec& spec, std::optional<int64_t> budget, dtr::Heuristic heuristic,
-                    Mode mode, int warmup, int steps) {
+                    Mode mode, int warmup, int steps, double max_step_cpu_ms = 0) {
   Measurement m;
   auto& runtime = dtr::remat::Runtime::global();
   runtime.set_memory_budget(std::nullopt);
@@ -83,10 +88,24 @@ Measurement measure(const ModelSpec& spec, std::optional<int64_t> budget, dtr::H
     m.parameter_bytes = workload->parameter_bytes();
     try {
       runtime.set_memory_budget(budget);
-      for (int i = 0; i < warmup; ++i) workload->step(mode);
-      dtr::remat::reset_stats();
-      m.resident_between_steps = dtr::remat::stats().resident_bytes;
-      m.times = dtr::zoo::time_steps(*workload, mode, steps);
+      bool stopped = false;
+      for (int i = 0; i < warmup && !stopped; ++i) {
+        dtr::remat::reset_stats();
+        const dtr::zoo::StepTimes t = dtr::zoo::time_steps(*workload, mode, 1);
+        if (max_step_cpu_ms > 0 && t.median_cpu_ms > max_step_cpu_ms) {
+          stopped = true;
+          m.times = t;
+          m.steps_measured = 1;
+          m.error = fmt::format("stopped after warm-up step {}: {:.0f} ms CPU, over the limit of {:.0f} ms", i + 1,
+                                t.median_cpu_ms, max_step_cpu_ms);
+        }
+      }
+      if (!stopped) {
+        dtr::remat::reset_stats();
+        m.resident_between_steps = dtr::remat::stats().resident_bytes;
+        m.times = dtr::zoo::time_steps(*workload, mode, steps);
+        m.steps_measured = steps;
+      }
       m.stats = dtr::remat::stats();
       m.peak_bytes = m.stats.peak_bytes;
     } catch (const dtr::OutOfMemoryError& e) {
@@ -250,6 +269,7 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
     std::exit(1);
   }
   const Baseline b{base.times, base.peak_bytes, base.resident_between_steps};
+  const double limit = o.max_slowdown * base.times.median_cpu_ms;  // 0: no limit
   const int64_t parameter_bytes = base.parameter_bytes;
 
   auto row = [&](std::string point, std::string heuristic, double ratio, int64_t budget, Measurement m,
@@ -257,6 +277,7 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
     Row r{spec.name, std::move(point), std::move(heuristic), ratio, budget, std::move(m), steps,
           b.times, b.peak, b.constant_bytes};
     r.m.parameter_bytes = parameter_bytes;
+    if (r.m.feasible) r.steps = r.m.steps_measured;
     if (spec.chain) add_revolve(*spec.chain, r);
     csv.write(r);
     log_row(r);
@@ -274,7 +295,7 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
     const bool primary = h == dtr::Heuristic::kDtrEq || !o.other_ratios;
     for (const double ratio : primary ? o.ratios : *o.other_ratios) {
       const auto budget = int64_t(ratio * double(b.peak));
-      const Measurement m = measure(spec, budget, h, Mode::kPlain, o.warmup, o.steps);
+      const Measurement m = measure(spec, budget, h, Mode::kPlain, o.warmup, o.steps, limit);
       feasible[ratio] = m.feasible;
       row("budget", name, ratio, budget, m, o.steps);
     }
@@ -299,7 +320,7 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
     bool have_hi = false;
     while (hi - lo > 0.01 + 1e-9) {
       const double mid = 0.5 * (lo + hi);
-      Measurement m = measure(spec, int64_t(mid * double(b.peak)), h, Mode::kPlain, 1, 1);
+      Measurement m = measure(spec, int64_t(mid * double(b.peak)), h, Mode::kPlain, 1, 1, limit);
       std::fprintf(stderr, "  %-7s probe        %-9s ratio %.4f  %s\n", spec.name.c_str(), name.c_str(), mid,
                    m.feasible ? "feasible" : "infeasible");
       if (m.feasible) {
@@ -310,7 +331,7 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
         lo = mid;
       }
     }
-    if (!have_hi) at_hi = measure(spec, int64_t(hi * double(b.peak)), h, Mode::kPlain, 1, 1);
+    if (!have_hi) at_hi = measure(spec, int64_t(hi * double(b.peak)), h, Mode::kPlain, 1, 1, limit);
     row("min_feasible", name, hi, int64_t(hi * double(b.peak)), at_hi, 1);
   }
 }
@@ -322,13 +343,15 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
   std::fprintf(stderr,
                "usage: %s --out CSV [--models LIST] [--heuristics LIST] [--ratios LIST]\n"
                "          [--other-ratios LIST] [--steps N] [--warmup N] [--threads N]\n"
-               "          [--bisect-heuristics LIST] [--no-bisect] [--no-checkpoint]\n"
+               "          [--max-slowdown X] [--bisect-heuristics LIST] [--no-bisect] [--no-checkpoint]\n"
                "  --models      comma list of chain,gpt,resnet,unet,lstm,chain_b2048\n"
                "                (default: all but chain_b2048)\n"
                "  --heuristics  comma list (default dtr_eq,dtr,dtr_local,lru,size,msps)\n"
                "  --ratios      budgets as fractions of the unbudgeted peak (default 0.9,...,0.1)\n"
                "  --other-ratios  ratios for every heuristic but dtr_eq (default: --ratios)\n"
                "  --steps       measured steps per point (default 5), after --warmup (default 2)\n"
+               "  --max-slowdown  a point whose warm-up step takes more than this many times the\n"
+               "                unbudgeted step's CPU time is measured by that step alone (default 20, 0 = off)\n"
                "  --bisect-heuristics  heuristics whose smallest feasible ratio is searched\n"
                "                (default: all of --heuristics)\n",
                argv0);
@@ -408,6 +431,11 @@ Options parse(int argc, char** argv) {
       o.threads = parse_int(argv[0], flag, next(), 1);
     } else if (flag == "--out") {
       o.out = next();
+    } else if (flag == "--max-slowdown") {
+      const std::string v = next();
+      char* end = nullptr;
+      o.max_slowdown = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(o.max_slowdown >= 0)) usage(argv[0], "--max-slowdown expects a number >= 0, got '" + v + "'");
     } else if (flag == "--no-bisect") {
       o.bisect = false;
     } else if (flag == "--no-checkpoint") {

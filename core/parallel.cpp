@@ -26,6 +26,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace dtr {
 namespace {
@@ -69,6 +72,12 @@ int default_threads() {
     // "4" or the first entry of a nested list such as "4,2".
     if (end != s && (*end == '\0' || *end == ',') && v > 0 && v <= 4096) return int(v);
   }
+#if defined(__linux__)
+  // The CPUs this process may run on (a container's or taskset's share).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
   const unsigned hc = std::thread::hardware_concurrency();
   return hc == 0 ? 1 : int(hc);
 }

@@ -22,8 +22,8 @@ namespace dtr {
 
 /// Threads used by kernels, the caller included. Default: OMP_NUM_THREADS
 /// when set to a positive integer (the variable PyTorch and OpenBLAS users
-/// already set), else the hardware concurrency. The pool grows or shrinks to
-/// match at the next parallel loop.
+/// already set), else the number of CPUs this process may run on. The pool
+/// grows or shrinks to match at the next parallel loop.
 int num_threads();
 /// Sets the kernel thread count (values below 1 mean 1), like
 /// torch.set_num_threads. Results do not depend on it (Note [determinism]).

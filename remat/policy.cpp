@@ -159,6 +159,8 @@ class DtrEqPolicy final : public EvictionPolicy {
     int n_roots = 0;
     if (c.n_classes >= 0) {
       for (int i = 0; i < c.n_classes; ++i) {
+        // A class id past the table is stale (cleared where lineage is rewired, Runtime::before_mutation): skip it.
+        if (size_t(c.classes[i]) >= classes_.size()) continue;
         const int32_t r = find(c.classes[i]);
         bool dup = false;
         for (int j = 0; j < n_roots; ++j) dup |= roots[j] == r;
@@ -170,6 +172,7 @@ class DtrEqPolicy final : public EvictionPolicy {
     } else {
       roots_.clear();
       for (const auto& [n, cls] : c.s->evicted_neighbours) {
+        if (size_t(cls) >= classes_.size()) continue;
         const int32_t r = find(cls);
         if (std::find(roots_.begin(), roots_.end(), r) == roots_.end()) {
           roots_.push_back(r);

@@ -640,6 +640,7 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
   // a copy would add an unevictable storage at once.
   if (!has_lineage && !keep_old && impl_->detach_dependants(readers)) {
     impl_->pool_remove(*s);
+    s->evicted_neighbours.clear();
     return nullptr;
   }
 
@@ -666,6 +667,9 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
   }
   impl_->pool_remove(*s);
   s->producer.reset();
+  // s has neither readers nor a producer now: its evicted neighbours are
+  // old's, and a later in-place op starts its list afresh.
+  s->evicted_neighbours.clear();
   return old;
 }
 

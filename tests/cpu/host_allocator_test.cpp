@@ -136,6 +136,9 @@ TEST(HostAllocator, ManyThreadsAtOnce) {
 
 TEST(HostAllocator, TrainingStepsReuseTheirBuffers) {
   // After the first step, a repeated step's large buffers come from the cache.
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the process-wide cache holds nothing under AddressSanitizer (use-after-free stays visible)";
+#endif
   Tensor w = randn({256, 256});
   w.requires_grad_();
   auto step = [&] {

@@ -35,36 +35,50 @@ size_t CachingHostAllocator::block_bytes(size_t nbytes) {
 void* CachingHostAllocator::allocate(size_t nbytes) {
   const size_t bytes = block_bytes(nbytes);
   const bool cacheable = bytes >= kHostCacheMinBytes && cap_bytes_ > 0;
-  if (cacheable) {
+  if (!cacheable) return std::aligned_alloc(kAlignment, bytes);
+  std::vector<void*> gone;
+  {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(bytes);
     if (it != free_.end() && !it->second.empty()) {
       void* p = it->second.back();
       it->second.pop_back();
       stats_.cached_bytes -= int64_t(bytes);
+      stats_.in_use_bytes += int64_t(bytes);
       ++stats_.hits;
       return p;
     }
     ++stats_.misses;
+    // Held bytes stay within max(cap, peak in use): make room from the cache.
+    const int64_t limit = std::max<int64_t>(int64_t(cap_bytes_), stats_.peak_in_use_bytes);
+    const int64_t over = stats_.in_use_bytes + stats_.cached_bytes + int64_t(bytes) - limit;
+    if (over > 0) gone = take_cached_locked(std::min(over, stats_.cached_bytes));
   }
+  for (void* q : gone) std::free(q);
   void* p = std::aligned_alloc(kAlignment, bytes);
-  if (p == nullptr && cacheable) {
+  if (p == nullptr) {
     empty_cache();
     p = std::aligned_alloc(kAlignment, bytes);
+    if (p == nullptr) return nullptr;
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.in_use_bytes += int64_t(bytes);
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   return p;
 }
 
 void CachingHostAllocator::deallocate(void* ptr, size_t nbytes) {
   if (ptr == nullptr) return;
   const size_t bytes = block_bytes(nbytes);
-  if (bytes >= kHostCacheMinBytes) {
+  if (bytes >= kHostCacheMinBytes && cap_bytes_ > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (size_t(stats_.cached_bytes) + bytes <= cap_bytes_) {
-      free_[bytes].push_back(ptr);
-      stats_.cached_bytes += int64_t(bytes);
-      return;
-    }
+    stats_.in_use_bytes -= int64_t(bytes);
+    // Moving a block from in use to cached keeps the held total where it
+    // was, so it stays within max(cap, peak in use); release_cached may
+    // have lowered it since.
+    free_[bytes].push_back(ptr);
+    stats_.cached_bytes += int64_t(bytes);
+    return;
   }
   std::free(ptr);
 }
@@ -85,25 +99,31 @@ int64_t CachingHostAllocator::cached_bytes() const {
   return stats_.cached_bytes;
 }
 
+std::vector<void*> CachingHostAllocator::take_cached_locked(int64_t nbytes) {
+  std::vector<void*> gone;
+  std::vector<size_t> sizes;
+  for (const auto& [bytes, list] : free_)
+    if (!list.empty()) sizes.push_back(bytes);
+  std::sort(sizes.rbegin(), sizes.rend());
+  int64_t released = 0;
+  for (size_t bytes : sizes) {
+    auto& list = free_[bytes];
+    while (!list.empty() && released < nbytes) {
+      gone.push_back(list.back());
+      list.pop_back();
+      released += int64_t(bytes);
+      stats_.cached_bytes -= int64_t(bytes);
+    }
+    if (released >= nbytes) break;
+  }
+  return gone;
+}
+
 void CachingHostAllocator::release_cached(int64_t nbytes) {
   std::vector<void*> gone;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<size_t> sizes;
-    for (const auto& [bytes, list] : free_)
-      if (!list.empty()) sizes.push_back(bytes);
-    std::sort(sizes.rbegin(), sizes.rend());
-    int64_t released = 0;
-    for (size_t bytes : sizes) {
-      auto& list = free_[bytes];
-      while (!list.empty() && released < nbytes) {
-        gone.push_back(list.back());
-        list.pop_back();
-        released += int64_t(bytes);
-        stats_.cached_bytes -= int64_t(bytes);
-      }
-      if (released >= nbytes) break;
-    }
+    gone = take_cached_locked(nbytes);
   }
   for (void* p : gone) std::free(p);
 }

@@ -100,16 +100,37 @@ TEST(HostAllocator, SmallBlocksAreNotCached) {
   a.deallocate(z, 0);
 }
 
-TEST(HostAllocator, CachedBytesStayUnderTheCap) {
+TEST(HostAllocator, HeldBytesStayWithinCapOrPeakInUse) {
   CachingHostAllocator a(size_t{1} << 20);
+  const size_t kb300 = size_t{300} << 10, kb700 = size_t{700} << 10;
   std::vector<void*> blocks;
-  for (int i = 0; i < 5; ++i) blocks.push_back(a.allocate(size_t{300} << 10));
-  for (void* p : blocks) a.deallocate(p, size_t{300} << 10);
-  // Three 300 KiB blocks fit under 1 MiB, the other two went back to malloc.
-  EXPECT_EQ(a.stats().cached_bytes, 3 * (300 << 10));
+  for (int i = 0; i < 5; ++i) blocks.push_back(a.allocate(kb300));
+  for (void* p : blocks) a.deallocate(p, kb300);
+  // 1.5 MiB were in use at once, more than the 1 MiB cap: all five are kept
+  // for the next step that needs them again.
+  HostCacheStats s = a.stats();
+  EXPECT_EQ(s.cached_bytes, int64_t(5 * kb300));
+  EXPECT_EQ(s.in_use_bytes, 0);
+  EXPECT_EQ(s.peak_in_use_bytes, int64_t(5 * kb300));
+  // New sizes miss; each miss first frees cached blocks so that in use plus
+  // cached stays within the 1.5 MiB peak.
+  void* p = a.allocate(kb700);
+  s = a.stats();
+  EXPECT_EQ(s.in_use_bytes, int64_t(kb700));
+  EXPECT_EQ(s.cached_bytes, int64_t(2 * kb300));  // three 300 KiB blocks went back
+  void* q = a.allocate(kb700);
+  s = a.stats();
+  EXPECT_EQ(s.cached_bytes, 0);
+  EXPECT_EQ(s.peak_in_use_bytes, int64_t(5 * kb300));  // 1.4 MiB now, below the old peak
+  a.deallocate(p, kb700);
+  a.deallocate(q, kb700);
+  EXPECT_EQ(a.stats().cached_bytes, int64_t(2 * kb700));
+  EXPECT_EQ(a.allocate(kb700), q);  // reused, not a fresh block
+  a.deallocate(q, kb700);
+
   CachingHostAllocator none(0);
-  void* p = none.allocate(size_t{1} << 20);
-  none.deallocate(p, size_t{1} << 20);
+  void* r = none.allocate(size_t{1} << 20);
+  none.deallocate(r, size_t{1} << 20);
   EXPECT_EQ(none.stats().cached_bytes, 0);
 }
 

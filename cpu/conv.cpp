@@ -70,11 +70,26 @@ ConvScratch<T> conv_scratch(size_t col_elements, size_t tmp_elements) {
 // Grain for parallel loops over rows of P elements.
 int64_t row_grain(const ConvGeometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.P(), 1)); }
 
+// The output columns [lo, hi) whose input column ow * sW - pW + kj * dW lies
+// inside [0, W); the rest read padding.
+struct ColumnRange {
+  int64_t lo, hi;
+};
+inline ColumnRange valid_columns(const ConvGeometry& g, int64_t kj) {
+  const int64_t off = kj * g.dW - g.pW;  // input column of ow = 0
+  // ow * sW + off >= 0  and  ow * sW + off <= W - 1
+  const int64_t lo = off >= 0 ? 0 : (-off + g.sW - 1) / g.sW;
+  const int64_t hi = g.W - 1 - off < 0 ? 0 : std::min(g.Wo, (g.W - 1 - off) / g.sW + 1);
+  return {std::min(lo, hi), hi};
+}
+
 // Row r = (c, ki, kj) of one image's column matrix, from its group's planes x (Cg, H, W).
 template <typename T>
 void im2col_row(const ConvGeometry& g, const T* x, int64_t r, T* dst) {
   const int64_t c = r / (g.kH * g.kW), ki = (r / g.kW) % g.kH, kj = r % g.kW;
   const T* plane = x + c * g.H * g.W;
+  const ColumnRange cols = valid_columns(g, kj);
+  const int64_t off = kj * g.dW - g.pW;
   for (int64_t oh = 0; oh < g.Ho; ++oh) {
     const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
     T* row = dst + oh * g.Wo;
@@ -82,10 +97,14 @@ void im2col_row(const ConvGeometry& g, const T* x, int64_t r, T* dst) {
       std::fill(row, row + g.Wo, T(0));
       continue;
     }
-    for (int64_t ow = 0; ow < g.Wo; ++ow) {
-      const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
-      row[ow] = (iw >= 0 && iw < g.W) ? plane[ih * g.W + iw] : T(0);
+    std::fill(row, row + cols.lo, T(0));
+    const T* src = plane + ih * g.W;
+    if (g.sW == 1) {
+      std::copy(src + cols.lo + off, src + cols.hi + off, row + cols.lo);
+    } else {
+      for (int64_t ow = cols.lo; ow < cols.hi; ++ow) row[ow] = src[ow * g.sW + off];
     }
+    std::fill(row + cols.hi, row + g.Wo, T(0));
   }
 }
 
@@ -114,12 +133,17 @@ void col2im_chunk(const ConvGeometry& g, const T* col, int64_t grp, int64_t n0, 
       for (int64_t ki = 0; ki < g.kH; ++ki) {
         for (int64_t kj = 0; kj < g.kW; ++kj) {
           const T* src = col + ((c * g.kH + ki) * g.kW + kj) * ld + j * P;
+          const ColumnRange cols = valid_columns(g, kj);
+          const int64_t off = kj * g.dW - g.pW;
           for (int64_t oh = 0; oh < g.Ho; ++oh) {
             const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
             if (ih < 0 || ih >= g.H) continue;
-            for (int64_t ow = 0; ow < g.Wo; ++ow) {
-              const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
-              if (iw >= 0 && iw < g.W) plane[ih * g.W + iw] += src[oh * g.Wo + ow];
+            T* dst = plane + ih * g.W;
+            const T* s = src + oh * g.Wo;
+            if (g.sW == 1) {
+              for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dst[ow + off] += s[ow];
+            } else {
+              for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dst[ow * g.sW + off] += s[ow];
             }
           }
         }

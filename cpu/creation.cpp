@@ -31,17 +31,32 @@ void arange_kernel(const KernelContext& c) {
   fill_with(c.outputs[0], [=](int64_t i) { return start + double(i) * step; });
 }
 
+// Random fills read their draws through one PhiloxStream per chunk of
+// elements (each 4-draw block computed once).
+template <typename F>
+void fill_random(const TensorArg& out, const RngState& rng, F&& value_of) {
+  const int64_t osz = itemsize(out.dtype);
+  parallel_for(out.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+    PhiloxStream draw(rng);
+    if (out.dtype == kFloat32) {
+      float* p = out.ptr<float>();
+      for (int64_t i = b; i < e; ++i) p[i] = float(value_of(draw, i));
+    } else {
+      for (int64_t i = b; i < e; ++i) store_from_double(out.data + i * osz, out.dtype, value_of(draw, i));
+    }
+  });
+}
+
 void rand_kernel(const KernelContext& c) {
-  const RngState rng = c.rng;
-  fill_with(c.outputs[0], [rng](int64_t i) {
-    return double(u32_to_uniform(philox_u32(rng, uint64_t(2 * i))));
+  fill_random(c.outputs[0], c.rng, [](PhiloxStream& draw, int64_t i) {
+    return double(u32_to_uniform(draw(uint64_t(2 * i))));
   });
 }
 
 void randn_kernel(const KernelContext& c) {
-  const RngState rng = c.rng;
-  fill_with(c.outputs[0], [rng](int64_t i) {
-    return double(box_muller(philox_u32(rng, uint64_t(2 * i)), philox_u32(rng, uint64_t(2 * i + 1))));
+  fill_random(c.outputs[0], c.rng, [](PhiloxStream& draw, int64_t i) {
+    const uint32_t a = draw(uint64_t(2 * i));
+    return double(box_muller(a, draw(uint64_t(2 * i + 1))));
   });
 }
 
@@ -51,9 +66,10 @@ void randint_kernel(const KernelContext& c) {
   const TensorArg& out = c.outputs[0];
   const int64_t osz = itemsize(out.dtype);
   parallel_for(out.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+    PhiloxStream draw(rng);
     for (int64_t i = b; i < e; ++i) {
-      const uint64_t r = (uint64_t(philox_u32(rng, uint64_t(2 * i))) << 32) |
-                         philox_u32(rng, uint64_t(2 * i + 1));
+      const uint64_t hi = draw(uint64_t(2 * i));
+      const uint64_t r = (hi << 32) | draw(uint64_t(2 * i + 1));
       store_from_int(out.data + i * osz, out.dtype, low + int64_t(r % uint64_t(range)));
     }
   });

@@ -151,8 +151,9 @@ void dropout_kernel(const KernelContext& c) {
     S* Y = y.ptr<S>();
     uint8_t* M = mask.ptr<uint8_t>();
     parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      PhiloxStream draw(rng);
       for (int64_t i = b; i < e; ++i) {
-        const bool keep = double(u32_to_uniform(philox_u32(rng, uint64_t(i)))) >= p;
+        const bool keep = double(u32_to_uniform(draw(uint64_t(i)))) >= p;
         M[i] = keep ? 1 : 0;
         Y[i] = Elem<S>::store(Elem<S>::load(X[i]) * (keep ? scale : C(0)));
       }

@@ -213,6 +213,26 @@ Tensor accumulate(const Tensor& acc, const Tensor& g) {
   return add(acc, g);
 }
 
+// A parameter's gradient summed over its uses (an unrolled RNN's weight is
+// used once per step): added in place when the buffer holds the only
+// handle on its bytes, as PyTorch's InputBuffer does. Out of place, every
+// partial sum would be a new storage whose lineage is the previous sum, a
+// chain as long as the number of uses that the runtime could only evict by
+// rebuilding it from the start. In place (outside grad mode) the running sum
+// is one constant storage (Note [mutation]), which it is anyway once it is
+// the parameter's .grad. Same additions in the same order: bitwise the
+// same sum.
+Tensor accumulate_param_grad(Tensor acc, const Tensor& g) {
+  if (acc.defined() && g.defined() && acc.impl_ptr().use_count() == 1 &&
+      acc.storage()->handle_count.load() == 1 && acc.is_contiguous() && acc.storage_offset() == 0 &&
+      acc.dtype() == g.dtype() && acc.shape() == g.shape() && acc.device() == g.device() &&
+      acc.storage()->nbytes() == acc.numel() * int64_t(itemsize(acc.dtype()))) {
+    acc.add_(g);
+    return acc;
+  }
+  return accumulate(acc, g);
+}
+
 void accumulate_into_leaf(Node& node, const Tensor& g_in) {
   auto leaf_impl = node.leaf.lock();
   if (!leaf_impl || !g_in.defined()) return;
@@ -325,7 +345,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
                           shape_str(in_grads[i].shape()), shape_str(im.shape));
       auto& buf = buffers[e.node.get()];
       if (buf.empty()) buf.resize(e.node->is_accumulator() ? 1 : e.node->output_metas.size());
-      buf[e.input_nr] = accumulate(buf[e.input_nr], in_grads[i]);
+      buf[e.input_nr] = e.node->is_accumulator()
+                            ? accumulate_param_grad(std::move(buf[e.input_nr]), in_grads[i])
+                            : accumulate(buf[e.input_nr], in_grads[i]);
     }
     for (const Edge& e : n->next) {
       if (!e.node) continue;

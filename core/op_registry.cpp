@@ -1,17 +1,27 @@
 #include "core/op_registry.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace dtr {
 
 OpCost OpDef::estimate(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                        const Attrs& attrs) const {
-  if (cost != nullptr) return cost(in, out, attrs);
   OpCost c;
-  for (const auto& m : in) c.bytes += double(m.numel() * itemsize(m.dtype));
-  for (const auto& m : out) {
-    c.bytes += double(m.numel() * itemsize(m.dtype));
-    c.flops += double(m.numel());
+  if (cost != nullptr) {
+    c = cost(in, out, attrs);
+  } else {
+    for (const auto& m : in) c.bytes += double(m.numel() * itemsize(m.dtype));
+    for (const auto& m : out) {
+      c.bytes += double(m.numel() * itemsize(m.dtype));
+      c.flops += double(m.numel());
+    }
+  }
+  if (scalar_flops_per_element > 0) {
+    int64_t n = in.empty() ? 0 : in[0].numel();
+    if (!out.empty()) n = std::max(n, out[0].numel());
+    c.flops += scalar_flops_per_element * double(n);
   }
   return c;
 }

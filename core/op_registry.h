@@ -104,6 +104,12 @@ struct OpDef {
   std::string name;
   InferFn infer = nullptr;
   CostFn cost = nullptr;  // null: bytes of inputs and outputs, one flop per output element
+  /// Flop-equivalents per element (of input 0, or of output 0 when larger or
+  /// when there are no inputs) added to the estimate, for kernels whose time
+  /// is scalar work the flop count misses: transcendentals, Philox draws
+  /// (Note [scores]). Set per op in eager/ops/init.cpp, calibrated with
+  /// benchmarks/cost_model.
+  double scalar_flops_per_element = 0;
   BackwardFn backward = nullptr;  // null: not differentiable
   OpFlags flags;
   AutocastPolicy autocast = AutocastPolicy::kNone;

@@ -65,8 +65,11 @@ void apply_autocast(const OpDef& op, std::span<const Tensor> in, std::vector<Ten
 double estimate_seconds(const OpCost& cost, Device device) {
   // A simple roofline (Note [scores]): time = max(flops / peak, bytes / bandwidth).
   const bool gpu = device.is_cuda();
-  const double peak_flops = gpu ? 50e12 : 50e9;
-  const double bandwidth = gpu ? 3e12 : 10e9;
+  // CPU: one core's single-precision GEMM rate (AVX-512, measured by
+  // benchmarks/cost_model) and a bandwidth between cache-hot (~100 GB/s)
+  // and DRAM streaming for one core.
+  const double peak_flops = gpu ? 50e12 : 90e9;
+  const double bandwidth = gpu ? 3e12 : 30e9;
   return std::max(cost.flops / peak_flops, cost.bytes / bandwidth) + 1e-7;  // + launch overhead
 }
 

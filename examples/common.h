@@ -190,6 +190,16 @@ inline void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
 
+/// Throws DataError unless the directory of `path` exists and is writable,
+/// so a bad output path fails before training rather than after it.
+inline void check_writable(const std::string& path, const std::string& flag) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (access(dir.c_str(), W_OK) != 0) {
+    throw DataError(flag + " " + path + ": directory " + dir + " does not exist or is not writable");
+  }
+}
+
 /// --device: "cpu" runs; "cuda" is a known device this build has no backend
 /// for (NotImplementedError); anything else is a usage error.
 inline void check_device(const std::string& device) {
@@ -401,8 +411,13 @@ inline int run_main(const char* program, const std::function<int()>& body) {
     report(std::string("error: ") + e.what());
     return kExitError;
   } catch (const dtr::OutOfMemoryError& e) {
-    report(std::string("error: the memory budget is below what this model needs: ") + e.what() +
-           "\nRaise --budget-fraction (or DTR_MEMORY_BUDGET), or make the model or batch smaller.");
+    if (dtr::remat::memory_budget().has_value()) {
+      report(std::string("error: the memory budget is below what this model needs: ") + e.what() +
+             "\nRaise --budget-fraction (or DTR_MEMORY_BUDGET), or make the model or batch smaller.");
+    } else {
+      report(std::string("error: out of memory with no budget set (the system could not provide it): ") +
+             e.what() + "\nMake the model or batch smaller.");
+    }
     return kExitOutOfMemory;
   } catch (const dtr::Error& e) {
     report(std::string("error: ") + e.what());

@@ -524,6 +524,7 @@ int run(int argc, char** argv) {
   if (help) return examples::kExitOk;
   if (c.threads > 0) dtr::set_num_threads(int(c.threads));
 
+  if (!c.save.empty()) examples::check_writable(c.save, "--save");
   const std::string text = load_text(c.data);
   const int64_t n_train = int64_t(text.size()) * 9 / 10;
   const Split train{reinterpret_cast<const uint8_t*>(text.data()), n_train};

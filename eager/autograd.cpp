@@ -222,11 +222,17 @@ Tensor accumulate(const Tensor& acc, const Tensor& g) {
 // is one constant storage (Note [mutation]), which it is anyway once it is
 // the parameter's .grad. Same additions in the same order: bitwise the
 // same sum.
+// True when `acc` may take `g` in place: `acc` has `owners` references to its
+// impl (the caller's), is the only handle on its storage and covers all of it.
+bool addable_in_place(const Tensor& acc, const Tensor& g, long owners) {
+  return acc.defined() && g.defined() && acc.impl_ptr().use_count() == owners &&
+         acc.storage()->handle_count.load() == 1 && acc.is_contiguous() && acc.storage_offset() == 0 &&
+         acc.dtype() == g.dtype() && acc.shape() == g.shape() && acc.device() == g.device() &&
+         acc.storage()->nbytes() == acc.numel() * int64_t(itemsize(acc.dtype()));
+}
+
 Tensor accumulate_param_grad(Tensor acc, const Tensor& g) {
-  if (acc.defined() && g.defined() && acc.impl_ptr().use_count() == 1 &&
-      acc.storage()->handle_count.load() == 1 && acc.is_contiguous() && acc.storage_offset() == 0 &&
-      acc.dtype() == g.dtype() && acc.shape() == g.shape() && acc.device() == g.device() &&
-      acc.storage()->nbytes() == acc.numel() * int64_t(itemsize(acc.dtype()))) {
+  if (addable_in_place(acc, g, 1)) {
     acc.add_(g);
     return acc;
   }
@@ -241,6 +247,15 @@ void accumulate_into_leaf(Node& node, const Tensor& g_in) {
   if (g.dtype() != leaf.dtype()) g = g.to(leaf.dtype());
   if (g.shape() != leaf.shape()) g = sum_to(g, leaf.shape());
   Tensor prev = leaf.grad();
+  // Into .grad in place too (PyTorch's AccumulateGrad), when nothing else
+  // holds it (the leaf and `prev` are its two references). Out of place,
+  // the new .grad's lineage would read the old one, a constant once it was
+  // summed in place above, and keep it resident: a checkpointed LSTM's
+  // per-segment sums held 19 MiB that way.
+  if (addable_in_place(prev, g, 2)) {
+    prev.add_(g);
+    return;
+  }
   leaf.set_grad(prev.defined() ? add(prev, g) : g.detach());
 }
 

@@ -107,7 +107,7 @@ bench_sweep() {
   build/benchmarks/budget_sweep --other-ratios 0.5,0.3 --bisect-heuristics dtr_eq --steps 5 --warmup 1 --threads 1 \
     --out "$out/sweep.csv" 2>"$out/sweep.log"
   log "chain_b2048 against Revolve -> $out/revolve.csv"
-  build/benchmarks/budget_sweep --models chain_b2048 --heuristics dtr_eq --ratios 0.9,0.8,0.7,0.6,0.5,0.4,0.3 \
+  build/benchmarks/budget_sweep --models chain_b2048 --heuristics dtr_eq --ratios 0.9,0.8,0.7,0.6,0.5,0.4,0.3 --no-bisect \
     --steps 1 --warmup 1 --threads 1 --out "$out/revolve.csv" 2>"$out/revolve.log"
   log "PyTorch comparison -> $out/pytorch.csv"
   /usr/bin/python3 benchmarks/pytorch_zoo.py --steps 5 --warmup 1 --threads 1 --rounds 2 \

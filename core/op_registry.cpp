@@ -21,7 +21,7 @@ OpCost OpDef::estimate(std::span<const TensorMeta> in, std::span<const TensorMet
   if (scalar_flops_per_element > 0) {
     int64_t n = in.empty() ? 0 : in[0].numel();
     if (!out.empty()) n = std::max(n, out[0].numel());
-    c.flops += scalar_flops_per_element * double(n);
+    c.scalar_flops += scalar_flops_per_element * double(n);
   }
   return c;
 }

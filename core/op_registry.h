@@ -71,6 +71,9 @@ using InferFn = void (*)(std::span<const TensorMeta> in, const Attrs& attrs,
 struct OpCost {
   double flops = 0;
   double bytes = 0;
+  /// Flop-equivalents of scalar work (OpDef::scalar_flops_per_element):
+  /// priced like flops by the roofline, never counted as flops in stats.
+  double scalar_flops = 0;
 };
 using CostFn = OpCost (*)(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                           const Attrs& attrs);

@@ -70,7 +70,7 @@ double estimate_seconds(const OpCost& cost, Device device) {
   // and DRAM streaming for one core.
   const double peak_flops = gpu ? 50e12 : 90e9;
   const double bandwidth = gpu ? 3e12 : 30e9;
-  return std::max(cost.flops / peak_flops, cost.bytes / bandwidth) + 1e-7;  // + launch overhead
+  return std::max((cost.flops + cost.scalar_flops) / peak_flops, cost.bytes / bandwidth) + 1e-7;  // + launch overhead
 }
 
 DeviceCopyFn device_copy_fn(DeviceType device) {

@@ -213,15 +213,6 @@ Tensor accumulate(const Tensor& acc, const Tensor& g) {
   return add(acc, g);
 }
 
-// A parameter's gradient summed over its uses (an unrolled RNN's weight is
-// used once per step): added in place when the buffer holds the only
-// handle on its bytes, as PyTorch's InputBuffer does. Out of place, every
-// partial sum would be a new storage whose lineage is the previous sum, a
-// chain as long as the number of uses that the runtime could only evict by
-// rebuilding it from the start. In place (outside grad mode) the running sum
-// is one constant storage (Note [mutation]), which it is anyway once it is
-// the parameter's .grad. Same additions in the same order: bitwise the
-// same sum.
 // True when `acc` may take `g` in place: `acc` has `owners` references to its
 // impl (the caller's), is the only handle on its storage and covers all of it.
 bool addable_in_place(const Tensor& acc, const Tensor& g, long owners) {
@@ -231,6 +222,15 @@ bool addable_in_place(const Tensor& acc, const Tensor& g, long owners) {
          acc.storage()->nbytes() == acc.numel() * int64_t(itemsize(acc.dtype()));
 }
 
+// A parameter's gradient summed over its uses (an unrolled RNN's weight is
+// used once per step): added in place when the buffer holds the only
+// handle on its bytes, as PyTorch's InputBuffer does. Out of place, every
+// partial sum would be a new storage whose lineage is the previous sum, a
+// chain as long as the number of uses that the runtime could only evict by
+// rebuilding it from the start. In place (outside grad mode) the running sum
+// is one constant storage (Note [mutation]), which it is anyway once it is
+// the parameter's .grad. Same additions in the same order: bitwise the
+// same sum.
 Tensor accumulate_param_grad(Tensor acc, const Tensor& g) {
   if (addable_in_place(acc, g, 1)) {
     acc.add_(g);

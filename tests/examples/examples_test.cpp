@@ -286,6 +286,7 @@ TEST_F(TrainGpt, BadInputEndsWithAMessage) {
       {{"--budget-fraction", "0.01"}, 3, "budget"},
       {{"--resume", (tmp.path / "missing.safetensors").string()}, 1, "cannot resume"},
       {{"--resume", garbage}, 1, "cannot resume"},
+      {{"--save", "/nonexistent/dir/x.safetensors"}, 1, "directory /nonexistent/dir does not exist"},
       {{"--resume", ckpt, "--layers", "3"}, 1, "--layers 2, this run has --layers 3"},
   };
   for (const Case& c : cases) {

@@ -52,6 +52,11 @@ class Storage {
   /// Bumped by every in-place write; autograd's saved-tensor check and
   /// Note [mutation] read it.
   uint64_t version = 0;
+  /// Bumped by every in-place write that autograd records (the write changes
+  /// the graph behind every tensor on this storage). A tensor made before
+  /// such a write, other than the one written, holds a stale grad_fn
+  /// (TensorImpl::graph_version; Note [views and in-place writes]).
+  uint64_t graph_version = 0;
   /// The op that produced these bytes; null for constants (parameters, data
   /// loaded from outside). Note [what may be evicted].
   std::shared_ptr<remat::Node> producer;

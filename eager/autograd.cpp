@@ -96,6 +96,7 @@ void set_grad_fn(std::span<Tensor> outputs, const std::shared_ptr<Node>& node) {
 SavedTensor save(const Tensor& t) {
   auto impl = std::make_shared<TensorImpl>(t.storage(), t.meta());
   impl->is_view = t.impl()->is_view;
+  impl->detached = true;
   return SavedTensor{Tensor(std::move(impl)), t.storage()->version};
 }
 
@@ -111,6 +112,27 @@ Tensor unpack(const SavedTensor& s, const Node& node) {
 
 }  // namespace
 
+// Note [views and in-place writes]: a base and its views share one storage.
+// When autograd records an in-place write through one tensor on a storage,
+// that tensor's grad_fn moves to the write; every other tensor on the storage
+// (a view taken before the write, or the base of a view written into) shows
+// the new values but keeps the graph of the old ones, so a gradient through it
+// would skip the write. PyTorch regenerates such a view's grad_fn over the
+// write (CopySlices); until that exists here, using a stale tensor where
+// autograd records is an error, never a wrong gradient. A write autograd does
+// not record (no_grad, an optimizer step, data_ptr) leaves the graph as it is,
+// as in PyTorch.
+static void check_not_stale(const Tensor& t, std::string_view what, size_t index) {
+  const TensorImpl& impl = *t.impl();
+  if (impl.detached || impl.graph_version == impl.storage->graph_version) return;
+  throw NotImplementedError(fmt::format(
+      "{}: input {} (shape {}) shares its storage with a tensor that an in-place operation "
+      "recorded by autograd wrote after this {} was made, so its gradient would skip that write; "
+      "take the view after the in-place op, or write into a clone (regenerating a view's "
+      "grad_fn over an in-place write of its base is not supported yet)",
+      what, index, shape_str(t.shape()), impl.is_view ? "view" : "tensor"));
+}
+
 bool will_record(const OpDef& op, std::span<const Tensor> inputs) {
   if (!is_grad_enabled() || op.backward == nullptr) return false;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -120,6 +142,7 @@ bool will_record(const OpDef& op, std::span<const Tensor> inputs) {
 
 void check_inplace(const OpDef& op, const Tensor& self) {
   if (!is_grad_enabled()) return;
+  if (op.backward != nullptr) check_not_stale(self, op.name, 0);
   DTR_CHECK(!(self.is_leaf() && self.requires_grad()), ValueError,
             "{}: a leaf tensor that requires grad is being used in an in-place operation (shape "
             "{}); wrap it in NoGradGuard or use the out-of-place op",
@@ -148,7 +171,17 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
     for (size_t i = 0; i < inputs.size(); ++i)
       if (differentiable_input(op, i, inputs[i])) t_capture->note(inputs[i]);
   }
+  if (is_grad_enabled() && op.backward != nullptr) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (((op.nondiff_inputs >> i) & 1u) == 0) check_not_stale(inputs[i], op.name, i);
+  }
   if (!will_record(op, inputs)) return;
+  if (op.flags.inplace) {
+    // The write moves outputs[0] (the tensor written) onto the new node;
+    // every other tensor on its storage is now stale.
+    TensorImpl& self = *outputs[0].impl();
+    self.graph_version = ++self.storage->graph_version;
+  }
   auto node = std::make_shared<Node>();
   node->op = &op;
   node->attrs = attrs;
@@ -180,6 +213,7 @@ void record_custom(std::string name, CustomBackwardFn backward, std::span<const 
   node->next.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
+    check_not_stale(t, node->custom_name, i);
     node->input_metas.push_back(t.meta());
     node->saved_inputs.push_back(save(t));
     if (t.requires_grad()) node->next[i] = edge_to(t);
@@ -271,6 +305,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t r = 0; r < roots.size(); ++r) {
     const Tensor& t = roots[r];
+    check_not_stale(t, "backward", r);
     std::shared_ptr<Node> fn = t.grad_fn();
     if (!fn) {
       if (t.requires_grad()) fn = accumulator_for(t);

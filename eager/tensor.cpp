@@ -10,7 +10,7 @@
 namespace dtr {
 
 TensorImpl::TensorImpl(std::shared_ptr<Storage> s, TensorMeta m)
-    : storage(std::move(s)), meta(std::move(m)) {
+    : storage(std::move(s)), meta(std::move(m)), graph_version(storage->graph_version) {
   DTR_CHECK(meta.shape.size() <= 16, ValueError, "tensors have at most 16 dimensions, got {}",
             meta.shape.size());
   storage->handle_count.fetch_add(1, std::memory_order_relaxed);
@@ -63,10 +63,31 @@ void copy_elements_out(const Tensor& t, DType out_dtype, void* out) {
 }
 }  // namespace detail
 
-void* Tensor::raw_data_ptr() const {
+const void* Tensor::const_data_ptr() const {
   Storage* s = storage().get();
   remat::Runtime& rt = remat::Runtime::global();
   rt.acquire({&s, 1});
+  rt.release({&s, 1});
+  return static_cast<const std::byte*>(s->data()) + meta().offset * itemsize(dtype());
+}
+
+void* Tensor::raw_data_ptr() const {
+  const std::shared_ptr<Storage>& storage = this->storage();
+  Storage* s = storage.get();
+  remat::Runtime& rt = remat::Runtime::global();
+  rt.acquire({&s, 1});
+  // Note [mutation]: a write through the pointer is an in-place write
+  // outside grad mode. Lineage that reads the current bytes keeps them (as an
+  // older version), and the storage becomes a constant: its own lineage
+  // would rebuild it without the write.
+  try {
+    rt.before_mutation(storage);
+    ++s->version;
+    rt.register_constant(*s);
+  } catch (...) {
+    rt.release({&s, 1});
+    throw;
+  }
   rt.release({&s, 1});
   return static_cast<std::byte*>(s->data()) + meta().offset * itemsize(dtype());
 }
@@ -118,6 +139,13 @@ void Tensor::set_grad(const Tensor& g) {
   if (!impl_) throw_undefined("set_grad");
   if (!impl_->autograd) impl_->autograd = std::make_unique<AutogradMeta>();
   if (g.defined()) {
+    // As PyTorch's `x.grad = g`: same dtype, device and shape.
+    DTR_CHECK(g.dtype() == dtype(), TypeError,
+              "set_grad: assigned grad has data of a different type ({}; the tensor is {})",
+              dtype_name(g.dtype()), dtype_name(dtype()));
+    DTR_CHECK(g.device() == device(), ValueError,
+              "set_grad: assigned grad is on {} but the tensor is on {}", g.device().str(),
+              device().str());
     DTR_CHECK(g.shape() == shape(), ValueError,
               "set_grad: assigned grad has shape {} but the tensor has shape {}",
               shape_str(g.shape()), shape_str(shape()));
@@ -163,9 +191,17 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
               shape_str(shape()));
     g = ones_like(*this);
   } else {
+    // PyTorch's checks on a root gradient (torch.autograd._make_grads and the
+    // engine's validate_outputs): the same shape and device; another dtype is
+    // cast to the tensor's, so an int64 gradient of a float32 output is used
+    // as float32 (never as integers).
     DTR_CHECK(g.shape() == shape(), ValueError,
-              "backward: gradient has shape {} but the tensor has shape {}", shape_str(g.shape()),
-              shape_str(shape()));
+              "backward: mismatch in shape: gradient has shape {} but the tensor has shape {}",
+              shape_str(g.shape()), shape_str(shape()));
+    DTR_CHECK(g.device() == device(), ValueError,
+              "backward: invalid gradient: expected device {} but got {}", device().str(),
+              g.device().str());
+    if (g.dtype() != dtype()) g = g.to(dtype());
   }
   autograd::run_backward({*this}, {g}, retain_graph);
 }
@@ -174,6 +210,7 @@ Tensor Tensor::detach() const {
   if (!impl_) throw_undefined("detach");
   auto impl = std::make_shared<TensorImpl>(impl_->storage, impl_->meta);
   impl->is_view = impl_->is_view;
+  impl->detached = true;
   return Tensor(std::move(impl));
 }
 

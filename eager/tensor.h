@@ -78,6 +78,13 @@ struct TensorImpl {
   std::unique_ptr<AutogradMeta> autograd;  // null until needed
   /// Made by a view op: shares its storage with a base tensor.
   bool is_view = false;
+  /// Storage::graph_version when this tensor's place in the graph was last
+  /// set. Note [views and in-place writes]: base and views share one storage;
+  /// when autograd records an in-place write through one of them, the others'
+  /// grad_fn no longer describes their values.
+  uint64_t graph_version = 0;
+  /// Made by detach() or saved for backward: outside the graph, never stale.
+  bool detached = false;
 };
 
 class Tensor {
@@ -116,11 +123,33 @@ class Tensor {
   /// All elements in row-major order, converted to T.
   template <typename T>
   std::vector<T> to_vector() const;
-  /// Pointer to element 0 of a tensor of dtype T. Valid until the next op
-  /// that may evict (under a budget); prefer to_vector/item. Throws TypeError.
+  /// Writable pointer to element 0 of a tensor of dtype T (at::Tensor::data_ptr /
+  /// mutable_data_ptr). The caller may write through it, so this is a
+  /// mutation (Note [mutation]), as an in-place op outside grad mode: the
+  /// bytes are made resident, lineage that read the old value keeps it, the
+  /// storage (shared with every view) becomes a constant that is never
+  /// evicted, and its version is bumped — a tensor saved for backward then
+  /// reports the write at backward, as after an in-place op. Because the
+  /// storage is a constant, the pointer stays valid while any tensor on it
+  /// lives. To read without these effects use const_data_ptr. Throws
+  /// TypeError when T is not the tensor's dtype, ValueError on an undefined
+  /// tensor.
   template <typename T>
   T* data_ptr() const;
+  template <typename T>
+  T* mutable_data_ptr() const { return data_ptr<T>(); }
+  /// data_ptr without the dtype check (at::Tensor::data_ptr()).
   void* raw_data_ptr() const;
+  void* mutable_data_ptr() const { return raw_data_ptr(); }
+  /// Read-only pointer to element 0 (at::Tensor::const_data_ptr, PyTorch 2).
+  /// Not a mutation: lineage is kept and the storage stays evictable, so the
+  /// pointer is valid only until the next op that may evict under a budget
+  /// (prefer to_vector/item). Writing through it is undefined behaviour: an
+  /// evicted value would be rebuilt without the write. Throws TypeError when T
+  /// is not the tensor's dtype.
+  template <typename T>
+  const T* const_data_ptr() const;
+  const void* const_data_ptr() const;
 
   // ---- autograd ------------------------------------------------------------
   bool requires_grad() const;
@@ -129,6 +158,8 @@ class Tensor {
   Tensor& requires_grad_(bool requires_grad = true);
   /// The accumulated gradient (undefined until backward reaches this leaf).
   Tensor grad() const;
+  /// Assigns .grad (PyTorch `x.grad = g`); an undefined `g` clears it. Throws
+  /// TypeError for another dtype, ValueError for another device or shape.
   void set_grad(const Tensor& g);
   /// Keep .grad on a non-leaf during backward.
   void retain_grad();
@@ -136,8 +167,12 @@ class Tensor {
   /// Name of the backward node ("MulBackward"), or "" for leaves.
   std::string grad_fn_name() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
-  /// Back-propagates from this tensor. `gradient` may be omitted for a
-  /// one-element tensor. retain_graph keeps saved tensors for another backward.
+  /// Back-propagates from this tensor (torch.Tensor.backward). `gradient`
+  /// may be omitted for a one-element tensor; otherwise it has this tensor's
+  /// shape and device (ValueError if not), and a gradient of another dtype is
+  /// cast to this tensor's dtype, as in PyTorch. retain_graph keeps saved
+  /// tensors for another backward. Throws ValueError when this tensor does not
+  /// require grad.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   /// A tensor sharing storage, cut from the graph (PyTorch Tensor.detach).
   Tensor detach() const;
@@ -286,6 +321,14 @@ T* Tensor::data_ptr() const {
   DTR_CHECK(dtype_of<T>() == dtype(), TypeError, "data_ptr: expected dtype {} but tensor is {}",
             dtype_name(dtype_of<T>()), dtype_name(dtype()));
   return static_cast<T*>(raw_data_ptr());
+}
+
+template <typename T>
+const T* Tensor::const_data_ptr() const {
+  DTR_CHECK(dtype_of<T>() == dtype(), TypeError,
+            "const_data_ptr: expected dtype {} but tensor is {}", dtype_name(dtype_of<T>()),
+            dtype_name(dtype()));
+  return static_cast<const T*>(const_data_ptr());
 }
 
 }  // namespace dtr

@@ -114,3 +114,29 @@ TEST(Autograd, LeafInPlaceIsRejected) {
 
 }  // namespace
 }  // namespace dtr
+
+namespace dtr {
+namespace {
+
+// PyTorch 1.13: a root gradient of another dtype is cast to the output's
+// (an int64 one of a float32 output gives w.grad = [2, 2] in float32); another
+// shape is an error; `x.grad = g` needs the same dtype, device and shape.
+TEST(Autograd, BackwardGradientIsCheckedAndCast) {
+  Tensor x = ones({2}).requires_grad_();
+  (x * 2.0).backward(from_vector<int64_t>({1, 3}));
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_TRUE(dtr::testing::allclose(x.grad(), {2, 6}));
+  x.set_grad(Tensor());
+  (x * 2.0).backward(from_vector<double>({0.25, 0.5}));
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_TRUE(dtr::testing::allclose(x.grad(), {0.5, 1}));
+  EXPECT_THROW((x * 2.0).backward(ones({3})), ValueError);
+  EXPECT_THROW((x * 2.0).backward(ones({1, 2})), ValueError);
+  EXPECT_THROW(x.set_grad(ones({2}, kInt64)), TypeError);
+  EXPECT_THROW(x.set_grad(ones({2}, kFloat64)), TypeError);
+  EXPECT_THROW(x.set_grad(ones({3})), ValueError);
+  EXPECT_TRUE(dtr::testing::allclose(x.grad(), {0.5, 1}));  // unchanged by the refused ones
+}
+
+}  // namespace
+}  // namespace dtr

@@ -502,8 +502,12 @@ struct Runtime::Impl {
 };
 
 Runtime& Runtime::global() {
+  // Note [environment at start-up]: global_options() does not throw for a
+  // malformed variable (the first op reports it), so this initializer only
+  // applies values already checked; should anything in it throw, nothing is
+  // kept and the next call starts afresh.
   static Runtime* rt = [] {
-    auto* r = new Runtime();  // never destroyed: storages may outlive static destruction
+    auto r = std::make_unique<Runtime>();  // never destroyed: storages may outlive static destruction
     const Options& o = global_options();
     r->set_memory_budget(o.memory_budget.resolve(device_memory_bytes(kCPU)));
     r->set_heuristic(o.heuristic);
@@ -515,7 +519,7 @@ Runtime& Runtime::global() {
       r->set_trace_path(o.trace_path);
       std::atexit([] { Runtime::global().flush_trace(); });
     }
-    return r;
+    return r.release();
   }();
   return *rt;
 }

@@ -105,6 +105,20 @@ long long stat(const std::string& out, const std::string& key) {
   return -2;
 }
 
+/// step → its own peak, from the per-step summaries the examples log at
+/// info level (DTR_LOG=info, on stderr).
+std::map<int, long long> step_peaks(const std::string& err) {
+  std::map<int, long long> m;
+  for (const std::string& line : lines_of(err)) {
+    const size_t at = line.find("[info] step ");
+    if (at == std::string::npos) continue;
+    int step = 0;
+    if (std::sscanf(line.c_str() + at, "[info] step %d:", &step) != 1) continue;
+    m[step] = std::atoll(field(line, "peak_bytes").c_str());
+  }
+  return m;
+}
+
 /// The generated text between the dashed lines.
 std::string sample(const std::string& out) {
   const std::string rule(60, '-');
@@ -142,7 +156,7 @@ class TrainGpt : public ::testing::Test {
 };
 
 TEST_F(TrainGpt, HalfThePeakGivesBitwiseTheSameLosses) {
-  const Output unbudgeted = run(*exe_, tiny({"--steps", "6"}));
+  const Output unbudgeted = run(*exe_, tiny({"--steps", "6"}), std::nullopt, {{"DTR_LOG", "info"}});
   ASSERT_EQ(unbudgeted.exit_code, 0) << unbudgeted.all();
   const Output capped = run(*exe_, tiny({"--steps", "6", "--budget-fraction", "0.5"}));
   ASSERT_EQ(capped.exit_code, 0) << capped.all();
@@ -162,6 +176,14 @@ TEST_F(TrainGpt, HalfThePeakGivesBitwiseTheSameLosses) {
   EXPECT_GT(stat(capped.out, "evictions"), 0) << "the budget evicted nothing: the test is vacuous";
   EXPECT_GT(stat(capped.out, "rematerializations"), 0);
   EXPECT_EQ(stat(unbudgeted.out, "evictions"), 0);
+  // --budget-fraction measured steps that have the optimizer state (steps 1
+  // and 2 of a throw-away model): no step of the run needs more than the
+  // measured peak, so the fraction means the same at every step. DTR_LOG=info
+  // gave each step's own peak.
+  const auto peaks = step_peaks(unbudgeted.err);
+  ASSERT_EQ(peaks.size(), 6u) << unbudgeted.err;
+  for (const auto& [step, peak] : peaks) EXPECT_LE(peak, unbudgeted_peak) << "step " << step;
+  EXPECT_EQ(std::max(peaks.at(1), peaks.at(2)), unbudgeted_peak);
   // The last line is the one-line summary.
   const auto out_lines = lines_of(capped.out);
   EXPECT_TRUE(contains(out_lines.back(), "under a budget of")) << out_lines.back();

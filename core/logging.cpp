@@ -47,6 +47,22 @@ spdlog::logger& logger() {
   return **instance;
 }
 
+bool LogRateLimit::allow(std::chrono::steady_clock::time_point now, int64_t& dropped) {
+  dropped = 0;
+  if (now - window_start_ >= std::chrono::seconds(1)) {
+    dropped = dropped_;
+    dropped_ = 0;
+    in_window_ = 0;
+    window_start_ = now;
+  }
+  if (in_window_ < per_second_) {
+    ++in_window_;
+    return true;
+  }
+  ++dropped_;
+  return false;
+}
+
 void set_log_level(std::string_view level) {
   std::string name = checked_level_name(level);
   logger().set_level(spdlog::level::from_str(name));

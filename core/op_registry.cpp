@@ -48,6 +48,10 @@ void OpRegistry::set_kernel(std::string_view name, DeviceType device, KernelFn f
   DTR_INTERNAL_ASSERT(false, "kernel registered for unknown op '{}'", name);
 }
 
+void OpRegistry::truncate(size_t size) {
+  if (size < ops_.size()) ops_.resize(size);
+}
+
 const OpDef* OpRegistry::find(std::string_view name) const {
   for (const auto& op : ops_)
     if (op->name == name) return op.get();

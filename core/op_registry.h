@@ -135,6 +135,10 @@ class OpRegistry {
   OpDef& define(OpDef def);
   /// Sets the kernel of op `name` on `device`. Throws InternalError for an unknown op.
   void set_kernel(std::string_view name, DeviceType device, KernelFn fn);
+  /// Removes the rows from position `size` on: undoes a start-up
+  /// registration that threw part way (eager/ops/init.cpp), before any
+  /// handle to those rows was handed out.
+  void truncate(size_t size);
   /// Null when unknown.
   const OpDef* find(std::string_view name) const;
   /// Throws InternalError when unknown.

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
+
+#include <unistd.h>
 
 #include <absl/status/status.h>
 #include <absl/strings/ascii.h>
@@ -15,6 +19,7 @@
 
 #include "core/absl_compat.h"
 #include "core/error.h"
+#include "core/logging.h"
 
 namespace dtr {
 namespace {
@@ -192,7 +197,8 @@ struct OptionRow {
 const std::array<OptionRow, 8>& option_rows() {
   static const std::array<OptionRow, 8> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
-        "hard cap on resident device bytes of tensor storage (Note [hard budget])"},
+        "hard cap on resident device bytes of tensor storage (Note [hard budget])",
+        "dtr::remat::set_memory_budget"},
        "a byte count (\"1073741824\"); a number with a unit B, KB, MB, GB, TB (powers of "
        "1000) or KiB, MiB, GiB, TiB (powers of 1024), case-insensitive, e.g. \"1.5GiB\", "
        "\"512 MiB\", \"800MB\"; a percentage of device memory in (0, 100], e.g. \"60%\"; or "
@@ -200,34 +206,40 @@ const std::array<OptionRow, 8>& option_rows() {
        [](Options& o, std::string_view v) { return assign(parse_memory_budget(v), o.memory_budget); }},
       {{"DTR_HEURISTIC", "dtr_eq",
         "eviction heuristic: dtr_eq (h_DTR with union-find equivalence classes), dtr (exact "
-        "evicted neighbourhood), dtr_local, lru, size, msps"},
+        "evicted neighbourhood), dtr_local, lru, size, msps",
+        "dtr::remat::Runtime::global().set_heuristic"},
        "dtr_eq, dtr, dtr_local, lru, size, msps",
        [](Options& o, std::string_view v) { return assign(parse_heuristic(v), o.heuristic); }},
-      {{"DTR_SAMPLE", "sqrt", "candidates examined per eviction: all, or a random sqrt(n) of them"},
+      {{"DTR_SAMPLE", "sqrt", "candidates examined per eviction: all, or a random sqrt(n) of them",
+        "dtr::remat::Runtime::global().set_sample_mode"},
        "all, sqrt",
        [](Options& o, std::string_view v) { return assign(parse_sample_mode(v), o.sample); }},
-      {{"DTR_MIN_EVICT_BYTES", "0", "storages smaller than this are never eviction candidates"},
+      {{"DTR_MIN_EVICT_BYTES", "0", "storages smaller than this are never eviction candidates",
+        "dtr::remat::Runtime::global().set_min_evict_bytes"},
        "a byte count (\"0\", \"4096\") or a number with a unit B, KB, MB, GB, TB, KiB, MiB, "
        "GiB, TiB, e.g. \"64KiB\"",
        [](Options& o, std::string_view v) { return assign(parse_byte_size(v), o.min_evict_bytes); }},
       {{"DTR_COST", "estimate",
         "recompute cost of an op in eviction scores: estimate (the registry's FLOP and byte "
-        "counts; reproducible) or measured (the time of its first run)"},
+        "counts; reproducible) or measured (the time of its first run)",
+        "dtr::remat::Runtime::global().set_cost_model"},
        "estimate, measured",
        [](Options& o, std::string_view v) { return assign(parse_cost_model(v), o.cost); }},
-      {{"DTR_LOG", "warn", "log level of the \"dtr\" spdlog logger"},
+      {{"DTR_LOG", "warn", "log level of the \"dtr\" spdlog logger", "dtr::set_log_level"},
        "trace, debug, info, warn, error, critical, off",
        [](Options& o, std::string_view v) { return assign(parse_log_level(v), o.log_level); }},
       {{"DTR_TRACE", "off",
         "write a Chrome trace-event JSON (ops, evictions, rematerializations, memory) to this "
-        "path, viewable in Perfetto"},
+        "path, viewable in Perfetto",
+        "dtr::remat::Runtime::global().set_trace_path"},
        "a file path, or \"off\"",
        [](Options& o, std::string_view v) {
          o.trace_path = equals_ignore_case(v, "off") ? "" : std::string(v);
          return absl::OkStatus();
        }},
       {{"DTR_VERIFY", "off",
-        "hash each storage when first computed and check every rematerialization against it"},
+        "hash each storage when first computed and check every rematerialization against it",
+        "dtr::remat::Runtime::global().set_verify"},
        "0/1, true/false, on/off",
        [](Options& o, std::string_view v) { return assign(parse_bool(v), o.verify); }},
   }};
@@ -356,12 +368,129 @@ Options options_from_env() {
   return options;
 }
 
+namespace {
+
+/// Malformed values found by global_options(), waiting for check_environment().
+struct EnvironmentReport {
+  std::mutex mu;
+  std::vector<std::string> errors;
+  std::atomic<bool> checked{false};
+};
+EnvironmentReport& environment_report() {
+  static EnvironmentReport report;
+  return report;
+}
+
+/// Variables with the DTR_ prefix that the project's own test programs read
+/// (tests/): not options, but not misspellings either.
+constexpr std::array<std::string_view, 3> kToolVariables = {"DTR_EXAMPLES_DIR", "DTR_GOLDEN_FILE",
+                                                            "DTR_DIFF_PROGRAMS"};
+
+/// Levenshtein distance (insertions, deletions, substitutions).
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+/// Logs one warning per DTR_* variable of the environment that is not an option.
+void warn_about_unknown_variables() {
+  const auto& rows = option_rows();
+  std::vector<std::string_view> names;
+  for (const OptionRow& r : rows) names.push_back(r.info.env_var);
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view assignment = *entry;
+    const std::string_view name = assignment.substr(0, assignment.find('='));
+    if (!absl::StartsWith(to_absl(name), "DTR_")) continue;
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    if (std::find(kToolVariables.begin(), kToolVariables.end(), name) != kToolVariables.end()) {
+      continue;
+    }
+    logger().warn("environment variable {} is not a dtr option and is ignored; did you mean {}? "
+                  "(options: {})",
+                  name, closest_option(name), fmt::join(names, ", "));
+  }
+}
+
+}  // namespace
+
+std::string_view closest_option(std::string_view name) {
+  // A name that contains an option's tail or is contained in it
+  // (DTR_BUDGET, DTR_TRACE_FILE) is taken for that option before any
+  // other; otherwise the smallest edit distance wins.
+  const auto tail = [](std::string_view n) {
+    return absl::StartsWithIgnoreCase(to_absl(n), "DTR_") ? n.substr(4) : n;
+  };
+  const std::string wanted = absl::AsciiStrToUpper(to_absl(tail(name)));
+  std::string_view best;
+  std::pair<bool, size_t> best_key;
+  for (const OptionRow& row : option_rows()) {
+    const std::string_view option = tail(row.info.env_var);
+    const bool related = !wanted.empty() && (absl::StrContains(to_absl(option), wanted) ||
+                                             absl::StrContains(wanted, to_absl(option)));
+    const std::pair<bool, size_t> key{!related, edit_distance(wanted, option)};
+    if (best.empty() || key < best_key) {
+      best = row.info.env_var;
+      best_key = key;
+    }
+  }
+  return best;
+}
+
 Options& global_options() {
-  // A function-local static: initialised once, thread-safely; if the
-  // environment is malformed the ValueError propagates and the next call
-  // tries again.
-  static Options options = options_from_env();
+  // Note [environment at start-up]: each variable is parsed on its own; a
+  // malformed one keeps its default and queues its error, so this
+  // initializer never throws and never has to be retried.
+  static Options options = [] {
+    Options o;
+    std::vector<std::string> errors;
+    for (const OptionRow& row : option_rows()) {
+      const char* value = std::getenv(std::string(row.info.env_var).c_str());
+      if (value == nullptr) continue;
+      try {
+        set_option(o, row.info.env_var, value);
+      } catch (const ValueError& e) {
+        errors.push_back(fmt::format("{} (until {}() is called, {} is \"{}\", its default)",
+                                     e.what(), row.info.setter, row.info.env_var,
+                                     row.info.default_value));
+      }
+    }
+    EnvironmentReport& report = environment_report();
+    std::lock_guard lock(report.mu);
+    report.errors = std::move(errors);
+    return o;
+  }();
   return options;
+}
+
+void check_environment() {
+  EnvironmentReport& report = environment_report();
+  if (report.checked.load(std::memory_order_acquire)) return;
+  global_options();  // parses the environment (once)
+  std::vector<std::string> errors;
+  {
+    std::lock_guard lock(report.mu);
+    if (report.checked.load(std::memory_order_relaxed)) return;
+    // Marked first: a throw below (from the logger or the report) must not
+    // make a later call report again.
+    report.checked.store(true, std::memory_order_release);
+    errors.swap(report.errors);
+    warn_about_unknown_variables();
+  }
+  if (errors.empty()) return;
+  throw ValueError(fmt::format(
+      "malformed DTR_* environment {}:\n  {}\nThis error is thrown once; the program may catch "
+      "it and go on with the defaults named, or call the setters.",
+      errors.size() == 1 ? "variable" : "variables", fmt::join(errors, "\n  ")));
 }
 
 }  // namespace dtr

@@ -1,6 +1,16 @@
 // The options table (DESIGN.md "Options"): every knob has an environment
 // variable, a default, a doc line and a C++ setter. A malformed value throws
 // ValueError naming the variable, the value and the accepted forms.
+//
+// Note [environment at start-up]: the process options are read from the
+// environment once (global_options()), and reading never throws: a malformed
+// variable leaves its option at the default and queues its error.
+// check_environment(), called by the first op, throws the queued errors once
+// as one ValueError and warns once about DTR_* variables that are not options
+// (a misspelling names the closest option). After that throw the program may
+// go on: each malformed option keeps its default until its setter is called,
+// and a setter always overrides the environment. Nothing at start-up is
+// half-done by a throw, so a caught error leaves every later call working.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +82,7 @@ struct OptionInfo {
   std::string_view env_var;
   std::string_view default_value;
   std::string_view doc;
+  std::string_view setter;  // the C++ call that overrides the variable
 };
 const std::vector<OptionInfo>& option_table();
 
@@ -86,7 +97,21 @@ void set_option(Options& options, std::string_view env_var, std::string_view val
 Options options_from_env();
 
 /// The process options: read from the environment on first use, then
-/// changed only through setters.
+/// changed only through setters. Never throws for a malformed variable: that
+/// option keeps its default and check_environment() reports it (Note
+/// [environment at start-up]).
 Options& global_options();
+
+/// Reports the environment the process options were read from, once per
+/// process (the first op calls it; later calls return at once): logs a
+/// warning on the "dtr" logger for each DTR_* variable that is not an option,
+/// naming the closest option, and throws ValueError listing every malformed
+/// DTR_* value (variable, value, accepted forms, the default used instead and
+/// the setter that overrides it). The throw happens once: afterwards each such
+/// option runs at its default until its setter is called.
+void check_environment();
+
+/// The option variable closest to `name` by edit distance (for "did you mean").
+std::string_view closest_option(std::string_view name);
 
 }  // namespace dtr

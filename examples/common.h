@@ -1,7 +1,7 @@
 // What the example programs share: a small command-line flag parser, the
 // error types and exit codes of a training program, the memory figures of
-// each log line, a progress bar for terminals, the --budget-fraction
-// measurement and the closing summary line.
+// each log line and the per-step summary (DTR_LOG=info), a progress bar for
+// terminals, the --budget-fraction measurement and the closing summary line.
 //
 // Exit codes of every example:
 //   0  success
@@ -240,6 +240,54 @@ inline std::string memory_columns(const dtr::remat::Stats& now, const dtr::remat
                    static_cast<long long>(now.evictions - since.evictions),
                    static_cast<long long>(now.rematerializations - since.rematerializations),
                    share);
+}
+
+/// The runtime's counters step by step: reset_stats() before each step, so
+/// that a step's peak is its own, with the run's totals summed here.
+class StepStats {
+ public:
+  /// Restarts the runtime's counters; the run's totals start from zero.
+  StepStats() { dtr::remat::reset_stats(); }
+
+  /// Call before each step: what ran since the last call joins the totals.
+  void begin_step() {
+    totals_ = add(totals_, dtr::remat::stats());
+    dtr::remat::reset_stats();
+  }
+  /// The counters of the step begun last: its own peak, evictions, ...
+  static dtr::remat::Stats step() { return dtr::remat::stats(); }
+  /// The run so far, as the runtime would count it without the resets.
+  dtr::remat::Stats total() const { return add(totals_, dtr::remat::stats()); }
+
+ private:
+  static dtr::remat::Stats add(dtr::remat::Stats sum, const dtr::remat::Stats& s) {
+    sum.peak_bytes = std::max(sum.peak_bytes, s.peak_bytes);
+    sum.evictions += s.evictions;
+    sum.eager_frees += s.eager_frees;
+    sum.rematerializations += s.rematerializations;
+    sum.recomputed_ops += s.recomputed_ops;
+    sum.recomputed_flops += s.recomputed_flops;
+    sum.recompute_seconds_estimated += s.recompute_seconds_estimated;
+    sum.recompute_seconds_measured += s.recompute_seconds_measured;
+    // Levels, not counts: the latest.
+    sum.budget_bytes = s.budget_bytes;
+    sum.resident_bytes = s.resident_bytes;
+    sum.metadata_nodes = s.metadata_nodes;
+    sum.live_storages = s.live_storages;
+    return sum;
+  }
+  dtr::remat::Stats totals_{};
+};
+
+/// The summary of one training step on the library's logger at info level
+/// (DTR_LOG=info; stderr): its own peak and what the budget cost it.
+inline void log_step(int64_t step, double seconds, const dtr::remat::Stats& s) {
+  spdlog::logger& log = dtr::logger();
+  if (!log.should_log(spdlog::level::info)) return;
+  log.info("step {}: peak_bytes {} evictions {} rematerializations {} recompute_seconds {:.3f} "
+           "step_seconds {:.3f}",
+           step, s.peak_bytes, s.evictions, s.rematerializations, s.recompute_seconds_measured,
+           seconds);
 }
 
 // ---- the budget ---------------------------------------------------------------------

@@ -445,9 +445,9 @@ int run(int argc, char** argv) {
   std::printf("%s\n", examples::budget_line(plan).c_str());
   std::fflush(stdout);
 
-  dtr::remat::reset_stats();
+  examples::StepStats run_stats;
   examples::Progress progress(0, total);
-  dtr::remat::Stats interval_start = dtr::remat::stats(), epoch_start = interval_start;
+  dtr::remat::Stats interval_start = run_stats.total(), epoch_start = interval_start;
   double interval_seconds = 0, epoch_seconds = 0, train_seconds = 0;
   double interval_loss = 0, epoch_loss = 0;
   int64_t interval_steps = 0, epoch_steps = 0, interval_images = 0, epoch_images = 0;
@@ -458,10 +458,12 @@ int run(int argc, char** argv) {
     for (int64_t begin = 0; begin < train.n && step < total; begin += c.batch_size) {
       ++step;
       const int64_t end = std::min(train.n, begin + c.batch_size);
+      run_stats.begin_step();
       const auto t0 = examples::Clock::now();
       const Batch b = make_batch(train, order, begin, end);
       const double loss = train_step(t, b, lr_at(c, step, total));
       const double seconds = examples::seconds_since(t0);
+      examples::log_step(step, seconds, examples::StepStats::step());
       interval_seconds += seconds;
       epoch_seconds += seconds;
       train_seconds += seconds;
@@ -478,27 +480,27 @@ int run(int argc, char** argv) {
         progress.line(strprintf("step %5lld/%lld | loss %.9g | %.0f img/s | ",
                                 static_cast<long long>(step), static_cast<long long>(total),
                                 interval_loss / double(interval_steps), images_per_second) +
-                      examples::memory_columns(dtr::remat::stats(), interval_start,
+                      examples::memory_columns(run_stats.total(), interval_start,
                                                interval_seconds));
-        interval_start = dtr::remat::stats();
+        interval_start = run_stats.total();
         interval_seconds = interval_loss = 0;
         interval_steps = interval_images = 0;
       }
     }
-    const dtr::remat::Stats now = dtr::remat::stats();
+    const dtr::remat::Stats now = run_stats.total();
     last_accuracy = accuracy(*t.model, test, c.batch_size);
     progress.line(strprintf("epoch %lld/%lld | train loss %.9g | test accuracy %.2f%% | %.0f img/s | ",
                             static_cast<long long>(epoch), static_cast<long long>(c.epochs),
                             epoch_loss / double(epoch_steps), 100.0 * last_accuracy,
                             double(epoch_images) / std::max(epoch_seconds, 1e-9)) +
                   examples::memory_columns(now, epoch_start, epoch_seconds));
-    epoch_start = interval_start = dtr::remat::stats();
+    epoch_start = interval_start = run_stats.total();
     epoch_seconds = epoch_loss = interval_seconds = interval_loss = 0;
     epoch_steps = epoch_images = interval_steps = interval_images = 0;
   }
   progress.finish();
 
-  const dtr::remat::Stats stats = dtr::remat::stats();
+  const dtr::remat::Stats stats = run_stats.total();
   std::printf("test accuracy %.2f%% after %lld steps (%.1f s of training)\n", 100.0 * last_accuracy,
               static_cast<long long>(step), train_seconds);
   std::printf("%s\n", examples::stats_line(stats, plan, train_seconds).c_str());

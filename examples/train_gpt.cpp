@@ -567,16 +567,18 @@ int run(int argc, char** argv) {
   std::printf("%s\n", examples::budget_line(plan).c_str());
   std::fflush(stdout);
 
-  dtr::remat::reset_stats();
+  examples::StepStats run_stats;
   examples::Progress progress(first - 1, last);
-  dtr::remat::Stats interval_start = dtr::remat::stats();
+  dtr::remat::Stats interval_start = run_stats.total();
   double interval_seconds = 0, train_seconds = 0, loss_sum = 0;
   int64_t interval_steps = 0;
   double last_loss = NAN, last_val = NAN;
   for (int64_t step = first; step <= last; ++step) {
+    run_stats.begin_step();
     const auto t0 = examples::Clock::now();
     const double loss = train_step(c, t, train, step);
     const double seconds = examples::seconds_since(t0);
+    examples::log_step(step, seconds, examples::StepStats::step());
     interval_seconds += seconds;
     train_seconds += seconds;
     loss_sum += loss;
@@ -588,7 +590,7 @@ int run(int argc, char** argv) {
 
     const bool eval_now = step % c.eval_interval == 0 || step == last;
     if (step % c.log_interval == 0 || eval_now || step == first) {
-      const dtr::remat::Stats now = dtr::remat::stats();
+      const dtr::remat::Stats now = run_stats.total();
       std::string line = strprintf("step %5lld/%lld | loss %.9g", static_cast<long long>(step),
                                    static_cast<long long>(c.steps), loss_sum / double(interval_steps));
       if (eval_now) {
@@ -598,7 +600,7 @@ int run(int argc, char** argv) {
       line += strprintf(" | %.0f tok/s | ", tokens_per_second) +
               examples::memory_columns(now, interval_start, interval_seconds);
       progress.line(line);
-      interval_start = dtr::remat::stats();
+      interval_start = run_stats.total();
       interval_seconds = loss_sum = 0;
       interval_steps = 0;
     }
@@ -610,7 +612,7 @@ int run(int argc, char** argv) {
     save_checkpoint(c, t, done, c.save);
     std::printf("saved checkpoint %s (step %lld)\n", c.save.c_str(), static_cast<long long>(done));
   }
-  const dtr::remat::Stats stats = dtr::remat::stats();
+  const dtr::remat::Stats stats = run_stats.total();
   if (std::isnan(last_val)) last_val = evaluate(c, *t.model, val);
   std::printf("validation loss %.4f (%.3f bits per byte) after step %lld", last_val,
               last_val / std::log(2.0), static_cast<long long>(done));

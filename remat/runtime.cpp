@@ -193,6 +193,9 @@ struct Runtime::Impl {
   }
 
   void evict(Storage& s) {
+    debug_rate_limited(debug_limit, "evict storage {} ({} bytes, from {}): {} bytes resident, budget {} bytes",
+                       fmt::ptr(&s), s.nbytes(), s.producer ? s.producer->op_name : "?",
+                       stats.resident_bytes, budget.value_or(-1));
     free_bytes(s);
     policy->on_evict(s, pool);
     ++stats.evictions;
@@ -443,6 +446,8 @@ struct Runtime::Impl {
       if (verify && o->verify_hash != 0 && o->device().is_cpu() && hash_bytes(*o) != o->verify_hash)
         verify_failed(*o);
       policy->on_rematerialize(*o, pool);
+      debug_rate_limited(debug_limit, "rematerialized storage {} ({} bytes) by replaying {}",
+                         fmt::ptr(o.get()), o->nbytes(), node.op_name);
     }
     for (Storage* o : outs) unlock(*o, clock);
     for (auto& t : scratch) free_bytes(*t);
@@ -499,11 +504,17 @@ struct Runtime::Impl {
   static Device node_device(const Node& node) { return node.device; }
 
   Runtime* owner = nullptr;
+  // Budget changes, evictions, rematerializations (Note [debug logging]).
+  LogRateLimit debug_limit{100};
 };
 
 Runtime& Runtime::global() {
+  // Note [environment at start-up]: global_options() does not throw for a
+  // malformed variable (the first op reports it), so this initializer only
+  // applies values already checked; should anything in it throw, nothing is
+  // kept and the next call starts afresh.
   static Runtime* rt = [] {
-    auto* r = new Runtime();  // never destroyed: storages may outlive static destruction
+    auto r = std::make_unique<Runtime>();  // never destroyed: storages may outlive static destruction
     const Options& o = global_options();
     r->set_memory_budget(o.memory_budget.resolve(device_memory_bytes(kCPU)));
     r->set_heuristic(o.heuristic);
@@ -515,7 +526,7 @@ Runtime& Runtime::global() {
       r->set_trace_path(o.trace_path);
       std::atexit([] { Runtime::global().flush_trace(); });
     }
-    return r;
+    return r.release();
   }();
   return *rt;
 }
@@ -537,6 +548,8 @@ void Runtime::set_memory_budget(std::optional<int64_t> bytes) {
             "set_memory_budget: the budget must be positive, got {} bytes", bytes.value_or(0));
   std::lock_guard lock(impl_->mu);
   const bool was_unlimited = !impl_->budget;
+  debug_rate_limited(impl_->debug_limit, "memory budget {} -> {} bytes (-1: unlimited), {} bytes resident",
+                     impl_->budget.value_or(-1), bytes.value_or(-1), impl_->stats.resident_bytes);
   impl_->budget = bytes;
   impl_->stats.budget_bytes = bytes.value_or(-1);
   if (bytes && was_unlimited) impl_->reseat_policy();

@@ -5,6 +5,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "core/options.h"
 #include "core/parallel.h"
 #include "core/scalar.h"

@@ -1,6 +1,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "eager/dispatch.h"
 #include "eager/ops/registration.h"
 #include "remat/runtime.h"
@@ -45,26 +46,40 @@ void set_scalar_work_costs() {
 }  // namespace
 
 void ensure_ops_registered() {
+  // Every op reaches this on its first use. Registration runs once and is
+  // all or nothing: if a family throws, the rows it and the families before
+  // it added are taken out again, so a retry starts from an empty table
+  // rather than failing with "defined twice". Nothing here reads the
+  // environment; its errors are thrown afterwards, once, by
+  // check_environment() (Note [environment at start-up]).
   static std::once_flag once;
   std::call_once(once, [] {
-    // One line per op family (each defined in eager/ops/<family>.cpp).
-    ops::register_copy_ops();
-    ops::register_creation_ops();
-    ops::register_view_ops();
-    ops::register_index_ops();
-    ops::register_linalg_ops();
-    ops::register_conv_ops();
-    ops::register_nn_functional_ops();
-    ops::register_unary_ops();
-    ops::register_binary_ops();
-    ops::register_reduce_ops();
-    ops::register_loss_ops();
-    ops::register_norm_ops();
-    // @@op-families@@
-    set_scalar_work_costs();
-    cpu::register_kernels();
-    remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));
+    auto& registry = OpRegistry::instance();
+    const size_t rows_before = registry.ops().size();
+    try {
+      // One line per op family (each defined in eager/ops/<family>.cpp).
+      ops::register_copy_ops();
+      ops::register_creation_ops();
+      ops::register_view_ops();
+      ops::register_index_ops();
+      ops::register_linalg_ops();
+      ops::register_conv_ops();
+      ops::register_nn_functional_ops();
+      ops::register_unary_ops();
+      ops::register_binary_ops();
+      ops::register_reduce_ops();
+      ops::register_loss_ops();
+      ops::register_norm_ops();
+      // @@op-families@@
+      set_scalar_work_costs();
+      cpu::register_kernels();
+      remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));
+    } catch (...) {
+      registry.truncate(rows_before);
+      throw;
+    }
   });
+  check_environment();
 }
 
 const OpDef& op(std::string_view name) {

@@ -25,6 +25,28 @@ TEST(Logging, SetLogLevel) {
   set_log_level("warn");
 }
 
+TEST(LogRateLimit, FirstLinesOfEachSecondThenTheCountOfTheRest) {
+  using std::chrono::milliseconds;
+  LogRateLimit limit(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t dropped = -1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(limit.allow(t0 + milliseconds(i), dropped));
+    EXPECT_EQ(dropped, 0);
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(limit.allow(t0 + milliseconds(10 + i), dropped));
+  // A new second: the line goes through and says how many were refused.
+  EXPECT_TRUE(limit.allow(t0 + milliseconds(1000), dropped));
+  EXPECT_EQ(dropped, 5);
+  EXPECT_TRUE(limit.allow(t0 + milliseconds(1001), dropped));
+  EXPECT_EQ(dropped, 0);
+  EXPECT_TRUE(limit.allow(t0 + milliseconds(1002), dropped));
+  EXPECT_FALSE(limit.allow(t0 + milliseconds(1003), dropped));
+  // Lines that came after a quiet spell: nothing was dropped in between.
+  EXPECT_TRUE(limit.allow(t0 + milliseconds(5000), dropped));
+  EXPECT_EQ(dropped, 1);
+}
+
 TEST(Logging, BadLevelThrowsAndKeepsTheOldOne) {
   set_log_level("error");
   try {

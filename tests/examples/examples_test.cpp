@@ -12,9 +12,7 @@
 // The programs are found next to this binary (build/tests/../examples/) or
 // in $DTR_EXAMPLES_DIR; a test skips when they were not built or when the
 // data package is not installed.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +27,8 @@
 
 #include <gtest/gtest.h>
 
+#include "child_process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,79 +36,27 @@ namespace fs = std::filesystem;
 constexpr const char* kFortunes = "/usr/share/games/fortunes";
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-  std::string all() const { return "--- stdout:\n" + out + "--- stderr:\n" + err; }
-};
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-/// A fresh empty folder under the system's temp folder, removed at scope exit.
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dtr_examples_XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
-};
-
-std::optional<fs::path> examples_dir() {
-  if (const char* env = std::getenv("DTR_EXAMPLES_DIR")) return fs::path(env);
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return std::nullopt;
-  return self.parent_path().parent_path() / "examples";
-}
+using dtr::testing::Output;
+using dtr::testing::read_all;
+using dtr::testing::TempDir;
 
 /// The example `name` or nullopt when it was not built.
 std::optional<fs::path> program(const std::string& name) {
-  const std::optional<fs::path> dir = examples_dir();
-  if (!dir) return std::nullopt;
-  const fs::path p = *dir / name;
-  if (access(p.c_str(), X_OK) != 0) return std::nullopt;
-  return p;
+  if (const char* env = std::getenv("DTR_EXAMPLES_DIR")) {
+    const fs::path p = fs::path(env) / name;
+    if (access(p.c_str(), X_OK) != 0) return std::nullopt;
+    return p;
+  }
+  return dtr::testing::built_program("examples", name);
 }
 
-/// Runs `exe args...` with DTR_MEMORY_BUDGET unset (or set to `budget_env`),
-/// capturing stdout and stderr.
+/// Runs `exe args...` with no DTR_* variable set but DTR_MEMORY_BUDGET =
+/// `budget_env` (when given) and `env`, capturing stdout and stderr.
 Output run(const fs::path& exe, const std::vector<std::string>& args,
-        const std::optional<std::string>& budget_env = std::nullopt) {
-  TempDir tmp;
-  const fs::path out = tmp.path / "stdout", err = tmp.path / "stderr";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) _exit(126);
-    dup2(o, 1);
-    dup2(e, 2);
-    if (budget_env) setenv("DTR_MEMORY_BUDGET", budget_env->c_str(), 1);
-    else unsetenv("DTR_MEMORY_BUDGET");
-    std::vector<char*> argv;
-    std::string exe_s = exe.string();
-    argv.push_back(exe_s.data());
-    std::vector<std::string> copy = args;
-    for (std::string& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(exe_s.c_str(), argv.data());
-    _exit(127);
-  }
-  Output r;
-  int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid) {
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  r.out = read_all(out);
-  r.err = read_all(err);
-  return r;
+           const std::optional<std::string>& budget_env = std::nullopt,
+           std::vector<std::pair<std::string, std::string>> env = {}) {
+  if (budget_env) env.emplace_back("DTR_MEMORY_BUDGET", *budget_env);
+  return dtr::testing::run_child(exe, args, env);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -157,6 +105,20 @@ long long stat(const std::string& out, const std::string& key) {
   return -2;
 }
 
+/// step → its own peak, from the per-step summaries the examples log at
+/// info level (DTR_LOG=info, on stderr).
+std::map<int, long long> step_peaks(const std::string& err) {
+  std::map<int, long long> m;
+  for (const std::string& line : lines_of(err)) {
+    const size_t at = line.find("[info] step ");
+    if (at == std::string::npos) continue;
+    int step = 0;
+    if (std::sscanf(line.c_str() + at, "[info] step %d:", &step) != 1) continue;
+    m[step] = std::atoll(field(line, "peak_bytes").c_str());
+  }
+  return m;
+}
+
 /// The generated text between the dashed lines.
 std::string sample(const std::string& out) {
   const std::string rule(60, '-');
@@ -194,7 +156,7 @@ class TrainGpt : public ::testing::Test {
 };
 
 TEST_F(TrainGpt, HalfThePeakGivesBitwiseTheSameLosses) {
-  const Output unbudgeted = run(*exe_, tiny({"--steps", "6"}));
+  const Output unbudgeted = run(*exe_, tiny({"--steps", "6"}), std::nullopt, {{"DTR_LOG", "info"}});
   ASSERT_EQ(unbudgeted.exit_code, 0) << unbudgeted.all();
   const Output capped = run(*exe_, tiny({"--steps", "6", "--budget-fraction", "0.5"}));
   ASSERT_EQ(capped.exit_code, 0) << capped.all();
@@ -214,6 +176,14 @@ TEST_F(TrainGpt, HalfThePeakGivesBitwiseTheSameLosses) {
   EXPECT_GT(stat(capped.out, "evictions"), 0) << "the budget evicted nothing: the test is vacuous";
   EXPECT_GT(stat(capped.out, "rematerializations"), 0);
   EXPECT_EQ(stat(unbudgeted.out, "evictions"), 0);
+  // --budget-fraction measured steps that have the optimizer state (steps 1
+  // and 2 of a throw-away model): no step of the run needs more than the
+  // measured peak, so the fraction means the same at every step. DTR_LOG=info
+  // gave each step's own peak.
+  const auto peaks = step_peaks(unbudgeted.err);
+  ASSERT_EQ(peaks.size(), 6u) << unbudgeted.err;
+  for (const auto& [step, peak] : peaks) EXPECT_LE(peak, unbudgeted_peak) << "step " << step;
+  EXPECT_EQ(std::max(peaks.at(1), peaks.at(2)), unbudgeted_peak);
   // The last line is the one-line summary.
   const auto out_lines = lines_of(capped.out);
   EXPECT_TRUE(contains(out_lines.back(), "under a budget of")) << out_lines.back();

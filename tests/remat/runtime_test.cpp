@@ -1,12 +1,18 @@
 // The runtime alone, with hand-built lineage and a counting allocator: no
 // kernels, no autograd (DESIGN.md: remat/ is testable on its own).
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "remat/policy.h"
 #include "remat/runtime.h"
 
@@ -101,6 +107,94 @@ TEST_F(Fixture, StaysUnderBudgetAndRematerializesExactValues) {
   for (int i = 20; i >= 0; --i) EXPECT_EQ(first_byte(chain[size_t(i)]), i);
   EXPECT_GT(rt.stats().rematerializations, 0);
   EXPECT_LE(rt.stats().peak_bytes, 4 * 1024);
+}
+
+/// Copies what the "dtr" logger prints, at `level`, while in scope.
+class CapturedLog {
+ public:
+  explicit CapturedLog(const char* level)
+      : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)),
+        old_level_(global_options().log_level) {
+    sink_->set_pattern("%l %v");
+    logger().sinks().push_back(sink_);
+    set_log_level(level);
+  }
+  ~CapturedLog() {
+    auto& sinks = logger().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    set_log_level(old_level_);
+  }
+  /// The captured lines that contain `needle`.
+  std::vector<std::string> lines(const std::string& needle) const {
+    std::vector<std::string> out;
+    std::istringstream in(text_.str());
+    for (std::string line; std::getline(in, line);)
+      if (line.find(needle) != std::string::npos) out.push_back(line);
+    return out;
+  }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  std::string old_level_;
+};
+
+// Note [debug logging]: DTR_LOG=debug shows budget changes, evictions and
+// rematerializations, an eviction and the rematerialization that undoes it
+// naming the same storage.
+TEST_F(Fixture, DebugLogShowsBudgetEvictionsAndRematerializations) {
+  CapturedLog log("debug");
+  chain.push_back(constant(1024, 0));
+  rt.set_memory_budget(4 * 1024);
+  // Few enough evictions and rematerializations to stay under the rate limit.
+  for (int i = 1; i <= 8; ++i) chain.push_back(plus_one(chain.back()));
+  for (int i = 8; i >= 0; --i) EXPECT_EQ(first_byte(chain[size_t(i)]), i);
+  const Stats st = rt.stats();
+  ASSERT_GT(st.evictions, 0);
+  ASSERT_GT(st.rematerializations, 0);
+  ASSERT_LT(st.evictions + st.rematerializations, 99);
+
+  const auto budget = log.lines("memory budget");
+  ASSERT_EQ(budget.size(), 1u);
+  EXPECT_EQ(budget[0], "debug memory budget -1 -> 4096 bytes (-1: unlimited), 1024 bytes resident");
+  const auto evictions = log.lines("evict storage");
+  const auto remats = log.lines("rematerialized storage");
+  EXPECT_EQ(int64_t(evictions.size()), st.evictions);
+  EXPECT_EQ(int64_t(remats.size()), st.rematerializations);
+  ASSERT_FALSE(evictions.empty());
+  EXPECT_NE(evictions[0].find("(1024 bytes, from plus_one): "), std::string::npos) << evictions[0];
+  EXPECT_NE(evictions[0].find("budget 4096 bytes"), std::string::npos) << evictions[0];
+  // The storage id of the first eviction comes back in a rematerialization.
+  const std::string prefix = "debug evict storage ";
+  const std::string id = evictions[0].substr(prefix.size(), evictions[0].find(" (") - prefix.size());
+  const std::string rebuilt = "storage " + id + " (1024 bytes) by replaying plus_one";
+  EXPECT_FALSE(log.lines(rebuilt).empty()) << rebuilt;
+}
+
+TEST_F(Fixture, NoDebugLinesAtTheDefaultLevel) {
+  CapturedLog log("info");
+  rt.set_memory_budget(4 * 1024);
+  chain.push_back(constant(1024, 0));
+  for (int i = 1; i <= 20; ++i) chain.push_back(plus_one(chain.back()));
+  EXPECT_EQ(first_byte(chain[0]), 0);
+  ASSERT_GT(rt.stats().evictions, 0);
+  EXPECT_TRUE(log.lines("").empty());
+}
+
+TEST_F(Fixture, DebugLinesAreRateLimited) {
+  CapturedLog log("debug");
+  rt.set_memory_budget(64 * 8);
+  chain.push_back(constant(64, 0));
+  // Thousands of evictions within a second: 100 lines get through, then the
+  // rest are counted, not printed.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 1; i <= 3000; ++i) chain.push_back(plus_one(chain.back()));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_GT(rt.stats().evictions, 2000);
+  // At most 100 lines, and one "dropped" line, per second begun.
+  const size_t windows = size_t(seconds) + 2;
+  EXPECT_LE(log.lines("debug").size(), 101 * windows);
+  EXPECT_GE(log.lines("debug").size(), 100u);
 }
 
 TEST_F(Fixture, HundredThousandOpChainRematerializesWithoutRecursion) {

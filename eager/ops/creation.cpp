@@ -104,6 +104,7 @@ Tensor rand_like(const Tensor& t) { return rand(t.shape(), like(t)); }
 
 namespace detail {
 Tensor from_host(const void* src, int64_t n, DType src_dtype, IntList shape, TensorOptions o) {
+  const remat::CurrentOpScope current_op("from_vector");  // named in OutOfMemoryError reports
   for (int64_t s : shape) {
     DTR_CHECK(s >= 0, ValueError, "from_vector: negative dimension in shape {}", shape_str(shape.vec()));
   }

@@ -50,7 +50,9 @@ void infer_cat(std::span<const TensorMeta> in, const Attrs& a, std::vector<Tenso
                 dim, r.shape[size_t(d)], m.shape[size_t(d)], k, shape_str(r.shape),
                 shape_str(m.shape));
     }
-    shape[size_t(dim)] += m.shape[size_t(dim)];
+    DTR_CHECK(!__builtin_add_overflow(shape[size_t(dim)], m.shape[size_t(dim)], &shape[size_t(dim)]),
+              ValueError, "cat: the sizes along dimension {} overflow int64 (tensor number {}, shape {})",
+              dim, k, shape_str(m.shape));
   }
   out.push_back(out_meta(shape, dtype, r.device));
 }

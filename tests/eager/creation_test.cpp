@@ -31,6 +31,30 @@ void evict_everything() {
   remat::set_memory_budget(std::nullopt);
 }
 
+// ---- shapes whose element count overflows ----------------------------------------
+
+TEST(CreationShape, OverflowingShapesAreValueErrorsNamingTheShape) {
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_THAT(testing::error_message<ValueError>([&] { zeros({big, big}); }),
+              HasSubstr("[1099511627776, 1099511627776]"));
+  EXPECT_THROW(ones({big, big}, kInt64), ValueError);
+  EXPECT_THROW(zeros({int64_t{1} << 60}, kFloat64), ValueError);  // 2^63 bytes
+  EXPECT_THROW(randn({big, big}), ValueError);
+  // As in PyTorch, an empty tensor may have sizes whose product overflows.
+  const Tensor e = zeros({0, big, big});
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(e.shape(), (Shape{0, big, big}));
+  EXPECT_THROW(from_vector(std::vector<float>{1}, {big, big}), ValueError);
+  const Tensor x = arange(4);
+  EXPECT_THAT(testing::error_message<ValueError>([&] { x.view({big, big, -1}); }), HasSubstr("view"));
+  EXPECT_THROW(x.reshape({big, big, big}), ValueError);
+  EXPECT_THAT(testing::error_message<ValueError>([&] { full({1}, 1.0).expand({big, big}); }),
+              HasSubstr("[1099511627776, 1099511627776]"));
+  // cat's size along the dimension is checked before it could wrap (16 * 2^59 = 2^63).
+  const Tensor part = zeros({int64_t{1} << 59, 0});
+  EXPECT_THAT(testing::error_message<ValueError>([&] { cat(std::vector<Tensor>(16, part)); }), HasSubstr("cat"));
+}
+
 // ---- the OutOfMemoryError report -----------------------------------------------
 
 TEST(OutOfMemoryReport, NamesTheOpAndTheFloor) {

@@ -188,13 +188,6 @@ std::vector<Tensor> masked_fill_backward(const BackwardContext& ctx, std::span<c
   return {autograd::sum_to(masked_fill(g[0], ctx.inputs[1], 0), ctx.input_metas[0].shape)};
 }
 
-Attrs fill_value_attrs(Scalar value) {
-  Attrs a{{"value", value.to_double()}};
-  // Integers keep every bit (a double holds only 53).
-  if (!value.is_floating()) a.set("int_value", value.to_int());
-  return a;
-}
-
 // ---- tril, triu --------------------------------------------------------------------
 
 template <bool kLower>

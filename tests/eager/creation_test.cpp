@@ -31,6 +31,81 @@ void evict_everything() {
   remat::set_memory_budget(std::nullopt);
 }
 
+// ---- default dtypes (torch 1.13 values) -------------------------------------------
+
+TEST(CreationDtype, ArangeIsFloatWhenAnyArgumentIs) {
+  // torch.arange(0, 1, 0.25) = float32 [0, 0.25, 0.5, 0.75].
+  const Tensor a = arange(0, 1, 0.25);
+  EXPECT_EQ(a.dtype(), kFloat32);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{0.0f, 0.25f, 0.5f, 0.75f}));
+  EXPECT_EQ(arange(5).dtype(), kInt64);
+  EXPECT_EQ(arange(5.0).dtype(), kFloat32);
+  EXPECT_EQ(arange(0, 5, 1.0).dtype(), kFloat32);
+  EXPECT_EQ(arange(1, 2.5, 0.5).to_vector<float>(), (std::vector<float>{1.0f, 1.5f, 2.0f}));
+  // torch.arange(-1.0, 1.0, 0.3): start + i * step in double, rounded to float.
+  std::vector<float> expected;
+  for (int i = 0; i < 7; ++i) expected.push_back(float(-1.0 + i * 0.3));
+  EXPECT_EQ(arange(-1.0, 1.0, 0.3).to_vector<float>(), expected);
+  // A device alone sets no dtype: still inferred.
+  EXPECT_EQ(arange(5, kCPU).dtype(), kInt64);
+  EXPECT_EQ(arange(0, 1, 0.5, kCPU).dtype(), kFloat32);
+  // A dtype given wins.
+  EXPECT_EQ(arange(0, 1, 0.25, kFloat64).to_vector<double>(), (std::vector<double>{0, 0.25, 0.5, 0.75}));
+  EXPECT_EQ(arange(4, kFloat32).dtype(), kFloat32);
+}
+
+TEST(CreationDtype, IntegerArangeIsExactBeyondTwoToThe53) {
+  // torch.arange(2**53, 2**53 + 4) = [9007199254740992, ..., 9007199254740995].
+  const int64_t base = int64_t{1} << 53;
+  EXPECT_EQ(arange(base, base + 4).to_vector<int64_t>(),
+            (std::vector<int64_t>{base, base + 1, base + 2, base + 3}));
+  EXPECT_EQ(arange(5, -3, -2).to_vector<int64_t>(), (std::vector<int64_t>{5, 3, 1, -1}));
+  EXPECT_THROW(arange(0.0, 1e30, 1e-10), ValueError);  // too many elements, not a wrapped count
+}
+
+TEST(CreationDtype, FullFollowsItsFillValue) {
+  // torch.full((2,), 3) is int64, (2,), True bool, (2,), 2.5 float32.
+  const Tensor i = full({2}, 3);
+  EXPECT_EQ(i.dtype(), kInt64);
+  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(full({2}, true).dtype(), kBool);
+  EXPECT_EQ(full({2}, true).to_vector<bool>(), (std::vector<bool>{true, true}));
+  EXPECT_EQ(full({2}, 2.5).dtype(), kFloat32);
+  EXPECT_EQ(full({2}, 2.5f).dtype(), kFloat32);
+  EXPECT_EQ(full({2}, 3, kFloat32).to_vector<float>(), (std::vector<float>{3.0f, 3.0f}));
+  EXPECT_EQ(full({2}, 3, kCPU).dtype(), kInt64);
+  // torch.full((2,), 2**62 + 1): every bit kept.
+  const int64_t big = (int64_t{1} << 62) + 1;
+  EXPECT_EQ(full({2}, big).to_vector<int64_t>(), (std::vector<int64_t>{big, big}));
+  // zeros, ones and empty stay float32 (they fill with integers internally).
+  EXPECT_EQ(zeros({2}).dtype(), kFloat32);
+  EXPECT_EQ(ones({2}, kCPU).dtype(), kFloat32);
+  EXPECT_EQ(empty({2}).dtype(), kFloat32);
+  EXPECT_EQ(zeros({2}, kInt32).dtype(), kInt32);
+  EXPECT_EQ(ones({2}).to_vector<float>(), (std::vector<float>{1.0f, 1.0f}));
+}
+
+TEST(CreationDtype, RandomFactoriesAndLikeForms) {
+  EXPECT_EQ(randint(0, 10, {3}).dtype(), kInt64);
+  EXPECT_EQ(randint(0, 10, {3}, kCPU).dtype(), kInt64);  // was float32 with a device only
+  EXPECT_EQ(randint(0, 10, {3}, kInt32).dtype(), kInt32);
+  EXPECT_EQ(rand({2}).dtype(), kFloat32);
+  EXPECT_EQ(randn({2}, kCPU).dtype(), kFloat32);
+  EXPECT_THROW(rand({2}, kInt64), TypeError);
+  const Tensor i = arange(3);
+  EXPECT_EQ(zeros_like(i).dtype(), kInt64);
+  // torch.full_like(torch.arange(3), 2.5) = [2, 2, 2] (int64).
+  EXPECT_EQ(full_like(i, 2.5).to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(ones_like(full({2}, true)).dtype(), kBool);
+}
+
+TEST(CreationDtype, FromVectorKeepsItsDataTypeWithADeviceOnly) {
+  const Tensor t = from_vector(std::vector<int64_t>{1, int64_t{1} << 60}, {}, kCPU);
+  EXPECT_EQ(t.dtype(), kInt64);
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{1, int64_t{1} << 60}));
+  EXPECT_EQ(from_vector(std::vector<int64_t>{1, 2}, {}, kFloat32).dtype(), kFloat32);
+}
+
 // ---- shapes whose element count overflows ----------------------------------------
 
 TEST(CreationShape, OverflowingShapesAreValueErrorsNamingTheShape) {

@@ -52,8 +52,27 @@ Tensor rand_like(const Tensor& t);
 /// Throws ValueError when the element count does not match.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, IntList shape = {}, TensorOptions opts = dtype_of<T>());
-/// Wraps `data` (not copied, not owned) as a constant tensor; `data` must
-/// outlive every use. Contiguous, row-major.
+/// torch.from_blob: wraps `data` (not copied, not owned) as a tensor of
+/// `shape` and `dtype`, row-major or with `strides` (in elements, >= 0);
+/// `data` must outlive every use. The tensor aliases the buffer, as in
+/// PyTorch: a later write to the buffer is seen by the tensor, and an
+/// in-place op on the tensor writes into the buffer.
+///
+/// Rule under a budget (Note [borrowed storage]): lineage never reads a
+/// borrowed buffer again, because the program may refill it. The result of
+/// every op that reads the tensor (or a view of it) directly is pinned as a
+/// constant holding the value computed when the op ran: it is never evicted
+/// and counts against the budget; everything computed from it is evictable
+/// and rebuilt from it, never from the buffer. So refilling a staging
+/// buffer changes no value computed before. (Autograd saves the tensor
+/// itself, as PyTorch does: a backward run after a refill reads the new bytes.)
+///
+/// Throws ValueError for a negative size or stride, a span (1 + sum of
+/// (size - 1) * stride elements) whose byte size overflows int64 or the
+/// address space, a null `data` unless the tensor is empty (numel 0, as in
+/// PyTorch), or `data` not aligned to the dtype's item size (naming the
+/// pointer, the dtype and the alignment). A span larger than the real
+/// buffer cannot be detected.
 Tensor from_blob(void* data, IntList shape, DType dtype, Device device = Device());
 Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device = Device());
 

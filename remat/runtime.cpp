@@ -699,12 +699,35 @@ void Runtime::allocate(Storage& s) {
   impl_->lock(s);
 }
 
+// Note [borrowed storage]. The bytes of a from_blob tensor are the user's:
+// PyTorch's from_blob aliases them, so a write to the buffer is a write to
+// the tensor, and the program may refill the buffer (a staging buffer) at
+// any time. Lineage must therefore never read a borrowed storage later: a
+// replay would compute from whatever the buffer holds then, and a
+// rematerialized value would silently differ (Note [replay equals
+// original]). A node that reads a borrowed storage directly is not kept:
+// its outputs are pinned constants with no lineage (they hold the values
+// computed from the buffer as it was when the op ran), and everything
+// downstream is rebuilt from those stable copies. The cost is that these
+// direct dependants count against the budget and are never evicted.
+// Views of a borrowed tensor share its storage, so they are covered; an
+// in-place op on one writes into the buffer (as in PyTorch) like any
+// constant's (Note [mutation]).
 void Runtime::record(const std::shared_ptr<Node>& node) {
   std::lock_guard lock(impl_->mu);
   node->tick = ++impl_->clock;
+  const bool reads_borrowed = std::any_of(node->inputs.begin(), node->inputs.end(),
+                                          [](const auto& in) { return in->borrowed; });
   for (const auto& w : node->outputs) {
     std::shared_ptr<Storage> o = w.lock();
     if (!o) continue;
+    if (reads_borrowed) {
+      impl_->pool_remove(*o);
+      o->pinned = true;
+      o->producer.reset();
+      o->last_access = impl_->clock;
+      continue;
+    }
     if (impl_->verify && o->resident() && o->device().is_cpu()) o->verify_hash = Impl::hash_bytes(*o);
     o->producer = node;
     o->last_access = impl_->clock;
@@ -717,6 +740,7 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
         node->op_name, impl_->now_us(), impl_->clock));
     impl_->trace_counter();
   }
+  if (reads_borrowed) return;  // the node is dropped: nothing reads through it
   for (const auto& in : node->inputs) {
     auto& c = in->consumers;
     if (c.size() == c.capacity() && c.size() >= 8) {

@@ -76,6 +76,8 @@ class Runtime final : public ResidencyTracker {
   void allocate(Storage& s);
   /// Records `node` as the producer of its outputs (already allocated) and
   /// makes them evictable when the node is replayable. Advances the clock.
+  /// A node that reads a borrowed storage (from_blob) is not kept: its
+  /// outputs become constants (Note [borrowed storage]).
   void record(const std::shared_ptr<Node>& node);
   /// A storage computed outside any lineage (constants, loaded data): never evicted.
   void register_constant(Storage& s);

@@ -165,29 +165,58 @@ class BorrowedAllocator final : public Allocator {
 }  // namespace
 
 Tensor from_blob(void* data, IntList shape, DType dtype, Device device) {
+  for (int64_t s : shape) {
+    DTR_CHECK(s >= 0, ValueError, "from_blob: negative size in shape {}", shape_str(shape));
+  }
   return from_blob(data, shape, contiguous_strides(shape), dtype, device);
 }
 
 Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device) {
-  DTR_CHECK(data != nullptr, ValueError, "from_blob: data is null");
   DTR_CHECK(shape.size() == strides.size(), ValueError,
             "from_blob: shape {} and strides {} differ in length", shape_str(shape.vec()),
             shape_str(strides.vec()));
-  int64_t extent = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     DTR_CHECK(shape[i] >= 0 && strides[i] >= 0, ValueError,
               "from_blob: negative size or stride in shape {} strides {}", shape_str(shape.vec()),
               shape_str(strides.vec()));
-    if (shape[i] > 0) extent += (shape[i] - 1) * strides[i];
   }
-  if (numel(shape) == 0) extent = 0;
+  const int64_t n = numel(shape);  // ValueError for 2^60 elements or more
+  // The bytes the tensor spans: (1 + sum of (size - 1) * stride) elements,
+  // every step checked, and the whole range inside the address space.
+  int64_t extent = n == 0 ? 0 : 1, nbytes = 0;
+  bool overflow = false;
+  for (size_t i = 0; i < shape.size() && n > 0; ++i) {
+    int64_t span = 0;
+    overflow = overflow || __builtin_mul_overflow(shape[i] - 1, strides[i], &span) ||
+               __builtin_add_overflow(extent, span, &extent);
+  }
+  overflow = overflow || __builtin_mul_overflow(extent, itemsize(dtype), &nbytes);
+  uintptr_t end = 0;
+  overflow = overflow || __builtin_add_overflow(reinterpret_cast<uintptr_t>(data), uint64_t(nbytes), &end);
+  DTR_CHECK(!overflow, ValueError,
+            "from_blob: shape {} with strides {} of {} spans more bytes than fit in int64 or in the "
+            "address space from pointer {}",
+            shape_str(shape.vec()), shape_str(strides.vec()), dtype_name(dtype), static_cast<const void*>(data));
+  // As in PyTorch, an empty tensor may wrap a null pointer.
+  DTR_CHECK(data != nullptr || n == 0, ValueError,
+            "from_blob: data is null for a tensor of {} elements (shape {}); only an empty tensor "
+            "may have a null pointer",
+            n, shape_str(shape.vec()));
+  DTR_CHECK(reinterpret_cast<uintptr_t>(data) % uintptr_t(itemsize(dtype)) == 0, ValueError,
+            "from_blob: pointer {} is not aligned for {}: it needs {}-byte alignment",
+            static_cast<const void*>(data), dtype_name(dtype), itemsize(dtype));
   ensure_ops_registered();
   static BorrowedAllocator borrowed;
-  auto storage = std::make_shared<Storage>(extent * itemsize(dtype), device);
+  // A storage without bytes reads as evicted: an empty tensor on a null
+  // pointer gets a placeholder address instead (nothing is ever read there).
+  alignas(8) static std::byte empty_placeholder[8];
+  auto storage = std::make_shared<Storage>(nbytes, device);
   // Borrowed bytes are not the runtime's: they are not counted against the
-  // budget and are never freed or evicted.
-  storage->set_data(data, &borrowed);
+  // budget and are never freed or evicted, and lineage never reads them
+  // later (Note [borrowed storage], remat/runtime.cpp).
+  storage->set_data(data != nullptr ? data : empty_placeholder, &borrowed);
   storage->pinned = true;
+  storage->borrowed = true;
   TensorMeta m;
   m.shape = shape.vec();
   m.strides = strides.vec();

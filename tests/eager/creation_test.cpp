@@ -130,6 +130,83 @@ TEST(CreationShape, OverflowingShapesAreValueErrorsNamingTheShape) {
   EXPECT_THAT(testing::error_message<ValueError>([&] { cat(std::vector<Tensor>(16, part)); }), HasSubstr("cat"));
 }
 
+// ---- from_blob -------------------------------------------------------------------
+
+TEST(FromBlob, ValidatesExtentAlignmentAndNull) {
+  std::vector<float> buf(16, 1.0f);
+  // A stride of 2^40 elements over 2^24 rows spans more than int64 bytes.
+  EXPECT_THAT(testing::error_message<ValueError>([&] {
+                from_blob(buf.data(), {int64_t{1} << 24}, {int64_t{1} << 40}, kFloat32);
+              }),
+              HasSubstr("from_blob"));
+  EXPECT_THROW(from_blob(buf.data(), {2, 2}, {int64_t{1} << 62, 1}, kFloat32), ValueError);
+  EXPECT_THROW(from_blob(buf.data(), {int64_t{1} << 40, int64_t{1} << 40}, kFloat32), ValueError);
+  EXPECT_THROW(from_blob(buf.data(), {-1}, kFloat32), ValueError);
+  // A pointer not aligned for its dtype.
+  auto* odd = reinterpret_cast<std::byte*>(buf.data()) + 1;
+  const std::string msg = testing::error_message<ValueError>([&] { from_blob(odd, {2}, kFloat32); });
+  EXPECT_THAT(msg, HasSubstr("not aligned for float32"));
+  EXPECT_THAT(msg, HasSubstr("4-byte alignment"));
+  EXPECT_THAT(msg, HasSubstr(fmt::format("{}", static_cast<const void*>(odd))));
+  EXPECT_NO_THROW(from_blob(odd, {2}, kUInt8));
+  // Null is an empty tensor (torch.from_blob(nullptr, {0})), nothing else.
+  const Tensor e = from_blob(nullptr, {0}, kFloat32);
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(e.sum().item<float>(), 0.0f);
+  EXPECT_EQ((e + 1).numel(), 0);
+  EXPECT_EQ(from_blob(nullptr, {3, 0}, kFloat64).shape(), (Shape{3, 0}));
+  EXPECT_THAT(testing::error_message<ValueError>([] { from_blob(nullptr, {2}, kFloat32); }), HasSubstr("null"));
+  // Strides within bounds still work.
+  const Tensor t = from_blob(buf.data(), {2, 2}, {8, 1}, kFloat32);
+  EXPECT_EQ(t.sum().item<float>(), 4.0f);
+}
+
+// Note [borrowed storage]: the program refills a staging buffer; values
+// computed from it before stay as they were, even when evicted and rebuilt.
+TEST(FromBlob, RefilledBufferNeverChangesRematerializedValues) {
+  constexpr int64_t n = 1 << 16;  // 256 KiB of float32
+  std::vector<float> buf(size_t(n), 1.0f);
+  const Tensor t = from_blob(buf.data(), {n}, kFloat32);
+  const Tensor y = t.exp();                                   // reads the buffer
+  const Tensor h = t.slice(0, 0, n / 2).exp();                // through a view
+  const Tensor z = y * 2.0;                                   // downstream of y
+  // The values as first computed, without a budget.
+  const std::vector<float> y0 = y.to_vector<float>(), h0 = h.to_vector<float>(), z0 = z.to_vector<float>();
+  ASSERT_TRUE(testing::allclose(y.slice(0, 0, 1), {std::exp(1.0)}));
+  const int64_t evictions = remat::stats().evictions;
+  {
+    // Room for three more storages of n floats: the temporaries below evict
+    // everything that may be evicted, several times over.
+    ScopedBudget budget(remat::stats().resident_bytes + 3 * n * 4);
+    std::vector<Tensor> temporaries;
+    for (int i = 0; i < 8; ++i) temporaries.push_back(randn({n}));
+    EXPECT_GT(remat::stats().evictions, evictions + 4);
+    EXPECT_FALSE(z.storage()->resident());  // z really is rebuilt below
+    // The program reuses its staging buffer.
+    std::fill(buf.begin(), buf.end(), 0.0f);
+    for (int i = 0; i < 8; ++i) temporaries.push_back(randn({n}));
+    EXPECT_EQ(z.to_vector<float>(), z0);
+    EXPECT_EQ(y.to_vector<float>(), y0);
+    EXPECT_EQ(h.to_vector<float>(), h0);
+  }
+  // The tensor itself aliases the buffer, as in PyTorch.
+  EXPECT_EQ(t.sum().item<float>(), 0.0f);
+  std::fill(buf.begin(), buf.end(), 2.0f);
+  EXPECT_EQ(t.sum().item<float>(), 2.0f * n);
+}
+
+TEST(FromBlob, InPlaceOpWritesIntoTheBufferAndKeepsEarlierResults) {
+  std::vector<float> buf{1, 2, 3, 4};
+  Tensor t = from_blob(buf.data(), {4}, kFloat32);
+  const Tensor y = t * 10.0;
+  t.mul_(2.0);  // as in PyTorch, the write lands in the buffer
+  EXPECT_EQ(buf, (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{10, 20, 30, 40}));
+  t.slice(0, 0, 2).add_(1.0);  // through a view
+  EXPECT_EQ(buf, (std::vector<float>{3, 5, 6, 8}));
+  EXPECT_EQ((t + 0.0).to_vector<float>(), (std::vector<float>{3, 5, 6, 8}));
+}
+
 // ---- the OutOfMemoryError report -----------------------------------------------
 
 TEST(OutOfMemoryReport, NamesTheOpAndTheFloor) {

@@ -10,18 +10,30 @@ int64_t numel(IntList shape) {
   int64_t n = 1;
   for (int64_t s : shape) {
     // A shape whose element count overflows is a user error, never a wrap.
-    DTR_CHECK(!__builtin_mul_overflow(n, s, &n) && n <= (int64_t{1} << 60), ValueError,
-              "shape {} has too many elements (more than 2^60)", shape_str(shape));
+    // Below 2^60 elements, the byte size of every dtype (8 bytes at most)
+    // fits in int64 too.
+    DTR_CHECK(!__builtin_mul_overflow(n, s, &n) && n < kMaxNumel, ValueError,
+              "shape {} has too many elements (2^60 or more)", shape_str(shape));
   }
   return n;
 }
 
 Strides contiguous_strides(IntList shape) {
+  // The element count is checked first: below it, no stride can overflow.
+  const bool empty = numel(shape) == 0;
   Strides st(shape.size());
   int64_t acc = 1;
   for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
     st[size_t(i)] = acc;
-    acc *= std::max<int64_t>(shape[size_t(i)], 1);
+    // An empty tensor's strides address nothing; where the product of its
+    // other sizes overflows, the outer strides stay at the last one that fits.
+    int64_t next = 0;
+    if (!__builtin_mul_overflow(acc, std::max<int64_t>(shape[size_t(i)], 1), &next)) {
+      acc = next;
+    } else {
+      // (Only reachable otherwise with negative sizes, which callers reject.)
+      DTR_CHECK(empty, ValueError, "shape {} has too many elements (2^60 or more)", shape_str(shape));
+    }
   }
   return st;
 }

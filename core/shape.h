@@ -49,10 +49,16 @@ class IntList {
   size_t size_ = 0;
 };
 
-/// Product of the sizes; 1 for a 0-d shape.
+/// Shapes have fewer elements than this (so any dtype's byte size fits in int64).
+inline constexpr int64_t kMaxNumel = int64_t{1} << 60;
+
+/// Product of the sizes; 1 for a 0-d shape. Checks before each multiply:
+/// throws ValueError naming the shape when the count reaches kMaxNumel
+/// (torch: "Storage size calculation overflowed").
 int64_t numel(IntList shape);
 
-/// Row-major (C-contiguous) strides for `shape`, in elements.
+/// Row-major (C-contiguous) strides for `shape`, in elements. Throws
+/// ValueError (from numel) for a shape with kMaxNumel elements or more.
 Strides contiguous_strides(IntList shape);
 
 /// True when `strides` are the row-major strides of `shape` (size-1 dims ignored).

@@ -70,6 +70,11 @@ class Storage {
   int64_t pool_index = -1;
   /// Constants (no replayable producer) are never evicted.
   bool pinned = false;
+  /// The bytes are the user's (from_blob): they may change behind the
+  /// runtime's back, so lineage never reads them later. A node that reads a
+  /// borrowed storage gets no lineage: its outputs are pinned constants
+  /// (Note [borrowed storage], remat/runtime.cpp).
+  bool borrowed = false;
   ResidencyTracker* tracker = nullptr;
   /// Hash of the bytes when first computed (DTR_VERIFY); 0 = none.
   uint64_t verify_hash = 0;

@@ -21,12 +21,33 @@ void fill_with(const TensorArg& out, F&& value_of) {
   });
 }
 
+// Integer outputs from integer arguments: exact in int64 (no trip through double).
+template <typename F>
+void fill_with_ints(const TensorArg& out, F&& value_of) {
+  const int64_t osz = itemsize(out.dtype);
+  parallel_for(out.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) store_from_int(out.data + i * osz, out.dtype, value_of(i));
+  });
+}
+
 void full_kernel(const KernelContext& c) {
+  if (c.attrs.has("int_value") && !is_floating(c.outputs[0].dtype)) {
+    const int64_t v = c.attrs.i("int_value");
+    fill_with_ints(c.outputs[0], [v](int64_t) { return v; });
+    return;
+  }
   const double v = c.attrs.f("value");
   fill_with(c.outputs[0], [v](int64_t) { return v; });
 }
 
 void arange_kernel(const KernelContext& c) {
+  if (c.attrs.has("int_start") && !is_floating(c.outputs[0].dtype)) {
+    // Unsigned arithmetic: wraps where a signed product would be undefined
+    // (every value of the range itself lies between start and end).
+    const auto start = uint64_t(c.attrs.i("int_start")), step = uint64_t(c.attrs.i("int_step"));
+    fill_with_ints(c.outputs[0], [=](int64_t i) { return int64_t(start + uint64_t(i) * step); });
+    return;
+  }
   const double start = c.attrs.f("start"), step = c.attrs.f("step");
   fill_with(c.outputs[0], [=](int64_t i) { return start + double(i) * step; });
 }

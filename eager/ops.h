@@ -15,31 +15,64 @@
 namespace dtr {
 
 // ---- creation (eager/ops/creation.cpp) ----------------------------------------
+// A dtype given in opts always wins; without one, each factory picks PyTorch's
+// default (noted below). Shapes with a negative size or 2^60 elements or more
+// throw ValueError naming the shape.
+/// torch.empty / torch.zeros / torch.ones; float32 by default. (empty fills
+/// with zeros: its bytes must be reproducible on replay.)
 Tensor empty(IntList shape, TensorOptions opts = {});
 Tensor zeros(IntList shape, TensorOptions opts = {});
 Tensor ones(IntList shape, TensorOptions opts = {});
+/// torch.full; by default the dtype follows `value`: bool → bool, integer →
+/// int64, floating → float32. Integer values are exact in int64.
 Tensor full(IntList shape, Scalar value, TensorOptions opts = {});
-/// [0, end) with step 1; dtype int64 unless opts say otherwise (torch.arange).
-Tensor arange(Scalar end, TensorOptions opts = kInt64);
-Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions opts = kInt64);
-/// Uniform [0, 1) from Philox at the global (seed, offset) (torch.rand).
+/// torch.arange: [start, end) by step, ceil((end - start) / step) elements.
+/// By default int64 when start, end and step are all integers, else float32
+/// (arange(0, 1, 0.25) = float32 [0, 0.25, 0.5, 0.75]). ValueError for a zero
+/// step, a step of the wrong sign or a non-finite bound.
+Tensor arange(Scalar end, TensorOptions opts = {});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions opts = {});
+/// Uniform [0, 1) from Philox at the global (seed, offset) (torch.rand);
+/// float32 by default, TypeError for a non-floating dtype.
 Tensor rand(IntList shape, TensorOptions opts = {});
-/// Standard normal (torch.randn).
+/// Standard normal (torch.randn); float32 by default, TypeError for a non-floating dtype.
 Tensor randn(IntList shape, TensorOptions opts = {});
-/// Integers uniform in [low, high) (torch.randint); dtype int64 by default.
-Tensor randint(int64_t low, int64_t high, IntList shape, TensorOptions opts = kInt64);
+/// Integers uniform in [low, high) (torch.randint); int64 by default.
+/// ValueError unless low < high.
+Tensor randint(int64_t low, int64_t high, IntList shape, TensorOptions opts = {});
+// The *_like forms take t's shape, dtype and device (torch.zeros_like, ...).
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
 Tensor full_like(const Tensor& t, Scalar value);
 Tensor randn_like(const Tensor& t);
 Tensor rand_like(const Tensor& t);
-/// Copies `values` into a new tensor of `shape` (default: 1-D). Throws
-/// ValueError when the element count does not match.
+/// Copies `values` into a new tensor of `shape` (default: 1-D), a constant
+/// (never evicted); the dtype is T's unless opts give one (torch.tensor).
+/// Throws ValueError when the element count does not match.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, IntList shape = {}, TensorOptions opts = dtype_of<T>());
-/// Wraps `data` (not copied, not owned) as a constant tensor; `data` must
-/// outlive every use. Contiguous, row-major.
+/// torch.from_blob: wraps `data` (not copied, not owned) as a tensor of
+/// `shape` and `dtype`, row-major or with `strides` (in elements, >= 0);
+/// `data` must outlive every use. The tensor aliases the buffer, as in
+/// PyTorch: a later write to the buffer is seen by the tensor, and an
+/// in-place op on the tensor writes into the buffer.
+///
+/// Rule under a budget (Note [borrowed storage]): lineage never reads a
+/// borrowed buffer again, because the program may refill it. The result of
+/// every op that reads the tensor (or a view of it) directly is pinned as a
+/// constant holding the value computed when the op ran: it is never evicted
+/// and counts against the budget; everything computed from it is evictable
+/// and rebuilt from it, never from the buffer. So refilling a staging
+/// buffer changes no value computed before. (Autograd saves the tensor
+/// itself, as PyTorch does: a backward run after a refill reads the new bytes.)
+///
+/// Throws ValueError for a negative size or stride, a span (1 + sum of
+/// (size - 1) * stride elements) whose byte size overflows int64 or the
+/// address space, a null `data` unless the tensor is empty (numel 0, as in
+/// PyTorch), or `data` not aligned to the dtype's item size (naming the
+/// pointer, the dtype and the alignment). A span larger than the real
+/// buffer cannot be detected.
 Tensor from_blob(void* data, IntList shape, DType dtype, Device device = Device());
 Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device = Device());
 

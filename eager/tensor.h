@@ -29,20 +29,28 @@ struct Node;
 
 /// dtype, device and requires_grad for factory functions. Converts
 /// implicitly from a DType or a Device, like torch::TensorOptions.
+/// Whether a dtype was given is remembered (c10's has_dtype()): a factory
+/// with a dtype of its own (arange, full, randint, from_vector) uses it only
+/// when none was; `dtype_` alone reads as float32 then.
 struct TensorOptions {
   DType dtype_ = kFloat32;
   Device device_;
   bool requires_grad_ = false;
+  bool has_dtype_ = false;
 
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype_(t) {}    // NOLINT
+  TensorOptions(DType t) : dtype_(t), has_dtype_(true) {}  // NOLINT
   TensorOptions(Device d) : device_(d) {}  // NOLINT
   TensorOptions(DeviceType d) : device_(d) {}  // NOLINT
   TensorOptions dtype(DType t) const {
     auto o = *this;
     o.dtype_ = t;
+    o.has_dtype_ = true;
     return o;
   }
+  bool has_dtype() const { return has_dtype_; }
+  /// The dtype given, else `fallback` (the factory's default).
+  DType dtype_or(DType fallback) const { return has_dtype_ ? dtype_ : fallback; }
   TensorOptions device(Device d) const {
     auto o = *this;
     o.device_ = d;

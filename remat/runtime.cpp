@@ -55,6 +55,15 @@ Node::~Node() {
 }
 int64_t live_node_count() { return g_live_nodes.load(std::memory_order_relaxed); }
 
+namespace {
+thread_local std::string_view t_current_op;
+}  // namespace
+CurrentOpScope::CurrentOpScope(std::string_view op_name) : previous_(t_current_op) {
+  t_current_op = op_name;
+}
+CurrentOpScope::~CurrentOpScope() { t_current_op = previous_; }
+std::string_view CurrentOpScope::current() { return t_current_op; }
+
 struct Runtime::Impl {
   mutable std::recursive_mutex mu;
   std::optional<int64_t> budget;
@@ -228,8 +237,54 @@ struct Runtime::Impl {
         s.nbytes(), trail));
   }
 
+  // " while running op 'matmul'", plus the rematerialization in progress
+  // (the chain of replays from the one being prepared to the storage that
+  // was asked for), for the OutOfMemoryError report.
+  std::string oom_context() const {
+    std::string out;
+    const std::string_view op = CurrentOpScope::current();
+    if (!op.empty()) out = fmt::format(" while running op '{}'", op);
+    if (remat_stack == nullptr || remat_stack->empty()) return out;
+    // From the top frame (the replay being prepared) down to the target.
+    std::vector<std::string_view> chain;
+    for (size_t i = remat_stack->size() - 1; i != kNoParent; i = (*remat_stack)[i].parent) {
+      const Node* n = (*remat_stack)[i].s->producer.get();
+      chain.push_back(n ? n->op_name : std::string_view("?"));
+    }
+    std::string names;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      if (chain.size() > 8 && i == 4) {  // the first four and the last three
+        names += fmt::format(", ... ({} more)", chain.size() - 7);
+        i = chain.size() - 3;
+      }
+      names += fmt::format("{}'{}'", i == 0 ? "" : ", needed by ", chain[i]);
+    }
+    return out + fmt::format(", during a rematerialization (replaying {}; work stack depth {})", names,
+                             remat_stack->size());
+  }
+
+  // Bytes held locked by the rematerialization in progress: inputs kept
+  // resident for pending replays and the outputs of the replay being prepared.
+  int64_t remat_locked_bytes() const {
+    if (remat_stack == nullptr) return 0;
+    absl::flat_hash_set<const Storage*> seen;
+    int64_t bytes = 0;
+    auto count = [&](const Storage* s) {
+      if (s->resident() && s->lock_count > 0 && seen.insert(s).second) bytes += s->nbytes();
+    };
+    for (const RematFrame& f : *remat_stack)
+      for (const Storage* s : f.locked) count(s);
+    if (replaying != nullptr) {
+      for (const auto& w : replaying->outputs)
+        if (auto o = w.lock()) count(o.get());
+    }
+    return bytes;
+  }
+
   [[noreturn]] void throw_oom(int64_t request) const {
-    int64_t locked = 0, unevictable = 0;
+    // floor: bytes that cannot be evicted now (constants, and storages in
+    // use); small: evictable storages below DTR_MIN_EVICT_BYTES, never chosen.
+    int64_t locked = 0, unevictable = 0, floor = 0, small = 0;
     std::vector<const Storage*> fixed, held;
     for (const Storage* s : tracked) {
       if (!s->resident()) continue;
@@ -240,6 +295,11 @@ struct Runtime::Impl {
       if (!replayable(*s)) {
         unevictable += s->nbytes();
         fixed.push_back(s);
+      }
+      if (s->lock_count > 0 || !replayable(*s)) {
+        floor += s->nbytes();
+      } else if (s->nbytes() < min_evict_bytes) {
+        small += s->nbytes();
       }
     }
     auto largest = [](std::vector<const Storage*>& v) {
@@ -256,10 +316,47 @@ struct Runtime::Impl {
       return out.empty() ? std::string(" (none)") : out;
     };
     throw OutOfMemoryError(fmt::format(
-        "out of memory under the budget: budget {} bytes, request {} bytes, resident {} bytes, "
-        "locked {} bytes, unevictable {} bytes; nothing left to evict. Largest unevictable "
+        "out of memory under the budget{}: budget {} bytes, request {} bytes, resident {} bytes, "
+        "locked {} bytes, unevictable {} bytes; nothing left to evict.\n{}\nLargest unevictable "
         "storages:{}\nLargest locked (in use) storages:{}",
-        *budget, request, stats.resident_bytes, locked, unevictable, largest(fixed), largest(held)));
+        oom_context(), *budget, request, stats.resident_bytes, locked, unevictable,
+        oom_advice(request, floor, unevictable, small), largest(fixed), largest(held)));
+  }
+
+  // What would help, from the never-evictable floor (constants plus
+  // storages in use) against the budget.
+  std::string oom_advice(int64_t request, int64_t floor, int64_t constants, int64_t small) const {
+    const int64_t need = floor + request;
+    std::string out = fmt::format(
+        "Never-evictable floor: {} bytes (constants {} bytes, the rest locked in use); floor plus "
+        "request: {} bytes, and no budget below that can run this op at this point.",
+        floor, constants, need);
+    const int64_t held = remat_locked_bytes();
+    const std::string other =
+        heuristic == Heuristic::kMsps ? std::string("dtr_eq") : std::string("msps");
+    if (constants + request > *budget) {
+      out += fmt::format(
+          " The constants alone (parameters, inputs, optimizer state: {} bytes) and the request "
+          "exceed the budget: no eviction heuristic can fit this; raise the budget to at least {} "
+          "bytes or hold fewer constants.",
+          constants, need);
+    } else if (held > 0) {
+      out += fmt::format(
+          " {} of the locked bytes are held by the rematerialization in progress (inputs kept for "
+          "pending replays), so the floor is not the limit by itself: another heuristic may fit "
+          "(DTR_HEURISTIC={} or remat::Runtime::set_heuristic; now {}), or raise the budget to at "
+          "least {} bytes.",
+          held, other, heuristic_name(heuristic), need);
+    } else {
+      out += fmt::format(" Raise the budget to at least {} bytes", need);
+      if (small > 0) {
+        out += fmt::format(", or lower DTR_MIN_EVICT_BYTES ({} bytes): {} bytes of storages below it "
+                           "are never evicted",
+                           min_evict_bytes, small);
+      }
+      out += ".";
+    }
+    return out;
   }
 
   void make_room(int64_t request) {
@@ -279,8 +376,9 @@ struct Runtime::Impl {
               s.device().str());
     void* p = alloc->allocate(size_t(s.nbytes()));
     if (p == nullptr) {
-      throw OutOfMemoryError(fmt::format("{} could not allocate {} bytes ({} bytes resident)",
-                                         s.device().str(), s.nbytes(), stats.resident_bytes));
+      throw OutOfMemoryError(fmt::format("{} could not allocate {} bytes ({} bytes resident){}",
+                                         s.device().str(), s.nbytes(), stats.resident_bytes,
+                                         oom_context()));
     }
     s.set_data(p, alloc);
     // Freed blocks an allocator caches are memory too: under a budget,
@@ -313,14 +411,17 @@ struct Runtime::Impl {
   // Rematerializes `target` and everything it needs, with an explicit work
   // stack: a chain of 100,000 evicted ops needs no native recursion.
   void rematerialize(Storage& target) {
-    struct Frame {
-      Storage* s;
-      size_t parent;  // index of the frame whose replay needs s (kNoParent for target)
-      std::vector<Storage*> locked;  // inputs held resident for this frame's replay
-    };
+    using Frame = RematFrame;
     std::vector<Frame> stack;
     std::vector<Storage*> missing;
     stack.push_back(Frame{&target, kNoParent});
+    // The OutOfMemoryError report reads the stack while this runs.
+    struct StackScope {
+      std::vector<RematFrame>*& slot;
+      std::vector<RematFrame>* previous;
+      ~StackScope() { slot = previous; }
+    } stack_scope{remat_stack, remat_stack};
+    remat_stack = &stack;
     try {
       while (!stack.empty()) {
         const size_t top = stack.size() - 1;
@@ -368,6 +469,15 @@ struct Runtime::Impl {
   }
 
   static constexpr size_t kNoParent = ~size_t{0};
+  struct RematFrame {
+    Storage* s;
+    size_t parent;  // index of the frame whose replay needs s (kNoParent for target)
+    std::vector<Storage*> locked;  // inputs held resident for this frame's replay
+  };
+  /// The work stack of the rematerialization in progress, or null; the node
+  /// whose replay is allocating its outputs, or null. Read by throw_oom.
+  std::vector<RematFrame>* remat_stack = nullptr;
+  const Node* replaying = nullptr;
 
   // Pops the top frame (whose storage is resident) and hands it, locked, to
   // its parent frame: the one whose replay reads it. (Not simply the frame
@@ -392,6 +502,7 @@ struct Runtime::Impl {
     std::vector<std::unique_ptr<Storage>> scratch;
     outs.reserve(node.outputs.size());
     int64_t restored = 0;
+    replaying = &node;
     try {
       for (const auto& w : node.outputs) {
         std::shared_ptr<Storage> o = w.lock();
@@ -416,6 +527,7 @@ struct Runtime::Impl {
           scratch.push_back(std::move(tmp));
         }
       }
+      replaying = nullptr;
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<Storage*> ins;
       ins.reserve(node.inputs.size());
@@ -435,6 +547,7 @@ struct Runtime::Impl {
         trace_counter();
       }
     } catch (...) {
+      replaying = nullptr;
       // The outputs' bytes were never written: free them (they go back to
       // evicted; none of them is in the pool while locked).
       for (Storage* o : outs) --o->lock_count;
@@ -599,12 +712,35 @@ void Runtime::allocate(Storage& s) {
   impl_->lock(s);
 }
 
+// Note [borrowed storage]. The bytes of a from_blob tensor are the user's:
+// PyTorch's from_blob aliases them, so a write to the buffer is a write to
+// the tensor, and the program may refill the buffer (a staging buffer) at
+// any time. Lineage must therefore never read a borrowed storage later: a
+// replay would compute from whatever the buffer holds then, and a
+// rematerialized value would silently differ (Note [replay equals
+// original]). A node that reads a borrowed storage directly is not kept:
+// its outputs are pinned constants with no lineage (they hold the values
+// computed from the buffer as it was when the op ran), and everything
+// downstream is rebuilt from those stable copies. The cost is that these
+// direct dependants count against the budget and are never evicted.
+// Views of a borrowed tensor share its storage, so they are covered; an
+// in-place op on one writes into the buffer (as in PyTorch) like any
+// constant's (Note [mutation]).
 void Runtime::record(const std::shared_ptr<Node>& node) {
   std::lock_guard lock(impl_->mu);
   node->tick = ++impl_->clock;
+  const bool reads_borrowed = std::any_of(node->inputs.begin(), node->inputs.end(),
+                                          [](const auto& in) { return in->borrowed; });
   for (const auto& w : node->outputs) {
     std::shared_ptr<Storage> o = w.lock();
     if (!o) continue;
+    if (reads_borrowed) {
+      impl_->pool_remove(*o);
+      o->pinned = true;
+      o->producer.reset();
+      o->last_access = impl_->clock;
+      continue;
+    }
     if (impl_->verify && o->resident() && o->device().is_cpu()) o->verify_hash = Impl::hash_bytes(*o);
     o->producer = node;
     o->last_access = impl_->clock;
@@ -617,6 +753,7 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
         node->op_name, impl_->now_us(), impl_->clock));
     impl_->trace_counter();
   }
+  if (reads_borrowed) return;  // the node is dropped: nothing reads through it
   for (const auto& in : node->inputs) {
     auto& c = in->consumers;
     if (c.size() == c.capacity() && c.size() >= 8) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/options.h"
@@ -33,6 +34,23 @@ struct Stats {
   double recompute_seconds_measured = 0;   // wall time spent replaying
   int64_t metadata_nodes = 0;        // live lineage nodes
   int64_t live_storages = 0;         // live Storage objects
+};
+
+/// Names the op being run on this thread while in scope, for the
+/// OutOfMemoryError report (eager/ dispatch opens one per op; an op run
+/// inside another restores the outer name when it ends). `op_name` must
+/// outlive the scope (registry names and literals do).
+class CurrentOpScope {
+ public:
+  explicit CurrentOpScope(std::string_view op_name);
+  ~CurrentOpScope();
+  CurrentOpScope(const CurrentOpScope&) = delete;
+  CurrentOpScope& operator=(const CurrentOpScope&) = delete;
+  /// The innermost op in scope on this thread; empty when none.
+  static std::string_view current();
+
+ private:
+  std::string_view previous_;
 };
 
 class Runtime final : public ResidencyTracker {
@@ -58,6 +76,8 @@ class Runtime final : public ResidencyTracker {
   void allocate(Storage& s);
   /// Records `node` as the producer of its outputs (already allocated) and
   /// makes them evictable when the node is replayable. Advances the clock.
+  /// A node that reads a borrowed storage (from_blob) is not kept: its
+  /// outputs become constants (Note [borrowed storage]).
   void record(const std::shared_ptr<Node>& node);
   /// A storage computed outside any lineage (constants, loaded data): never evicted.
   void register_constant(Storage& s);

@@ -14,6 +14,18 @@
 
 namespace dtr::testing {
 
+/// The message of the E (any dtr::Error by default) that `f` throws; "" when
+/// it throws none. Other exceptions propagate.
+template <typename E = Error, typename F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
 /// Asserts that `t` holds `expected` (row-major) within atol + rtol*|expected|.
 inline ::testing::AssertionResult allclose(const Tensor& t, const std::vector<double>& expected,
                                            double atol = 1e-6, double rtol = 1e-5) {

@@ -60,36 +60,54 @@ Tensor factory(std::string_view name, IntList shape, const TensorOptions& o, Att
 
 }  // namespace
 
+// Default dtypes as PyTorch's: float32 (the default dtype) for empty, zeros,
+// ones, rand and randn; full follows its fill value and arange its
+// arguments; randint gives int64. A dtype in the options always wins.
 Tensor empty(IntList shape, TensorOptions o) { return zeros(shape, o); }
-Tensor zeros(IntList shape, TensorOptions o) { return full(shape, 0, o); }
-Tensor ones(IntList shape, TensorOptions o) { return full(shape, 1, o); }
+Tensor zeros(IntList shape, TensorOptions o) { return full(shape, 0, o.dtype(o.dtype_or(kFloat32))); }
+Tensor ones(IntList shape, TensorOptions o) { return full(shape, 1, o.dtype(o.dtype_or(kFloat32))); }
 Tensor full(IntList shape, Scalar value, TensorOptions o) {
-  return factory("full", shape, o, Attrs{{"value", value.to_double()}});
+  // at::full's infer_full_options: bool → bool, integral → int64, floating → float32.
+  const DType inferred = value.is_bool() ? kBool : value.is_floating() ? kFloat32 : kInt64;
+  return factory("full", shape, o.dtype(o.dtype_or(inferred)), ops::fill_value_attrs(value));
 }
 
 Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
+  const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  o = o.dtype(o.dtype_or(integral ? kInt64 : kFloat32));  // torch.arange's inference
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   DTR_CHECK(st != 0, ValueError, "arange: step must be nonzero");
   DTR_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "arange: unsupported range {} to {}", s, e);
   DTR_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
             "arange: upper bound and larger bound inconsistent with step sign (start {}, end {}, step {})",
             s, e, st);
-  const int64_t n = int64_t(std::ceil((e - s) / st));
-  return factory("arange", {n}, o, Attrs{{"start", s}, {"step", st}});
+  const double count = std::ceil((e - s) / st);
+  // Checked as a double: converting one beyond int64 would be undefined.
+  DTR_CHECK(count < double(kMaxNumel), ValueError,
+            "arange: {} elements from {} to {} by {} are too many (2^60 or more)", count, s, e, st);
+  Attrs a{{"start", s}, {"step", st}};
+  // Integers keep every bit (a double holds only 53), as in PyTorch.
+  if (integral) {
+    a.set("int_start", start.to_int());
+    a.set("int_step", step.to_int());
+  }
+  return factory("arange", {int64_t(count)}, o, std::move(a));
 }
 
 Tensor rand(IntList shape, TensorOptions o) {
+  o = o.dtype(o.dtype_or(kFloat32));
   ops::check_floating("rand", ops::out_meta(shape, o.dtype_, o.device_), "dtype");
   return factory("rand", shape, o, {});
 }
 Tensor randn(IntList shape, TensorOptions o) {
+  o = o.dtype(o.dtype_or(kFloat32));
   ops::check_floating("randn", ops::out_meta(shape, o.dtype_, o.device_), "dtype");
   return factory("randn", shape, o, {});
 }
 Tensor randint(int64_t low, int64_t high, IntList shape, TensorOptions o) {
   DTR_CHECK(low < high, ValueError, "randint: expected low < high, got low={} high={}", low, high);
-  return factory("randint", shape, o, Attrs{{"low", low}, {"high", high}});
+  return factory("randint", shape, o.dtype(o.dtype_or(kInt64)), Attrs{{"low", low}, {"high", high}});
 }
 
 namespace {
@@ -104,6 +122,8 @@ Tensor rand_like(const Tensor& t) { return rand(t.shape(), like(t)); }
 
 namespace detail {
 Tensor from_host(const void* src, int64_t n, DType src_dtype, IntList shape, TensorOptions o) {
+  const remat::CurrentOpScope current_op("from_vector");  // named in OutOfMemoryError reports
+  o = o.dtype(o.dtype_or(src_dtype));  // torch.tensor: the data's own dtype by default
   for (int64_t s : shape) {
     DTR_CHECK(s >= 0, ValueError, "from_vector: negative dimension in shape {}", shape_str(shape.vec()));
   }
@@ -145,29 +165,58 @@ class BorrowedAllocator final : public Allocator {
 }  // namespace
 
 Tensor from_blob(void* data, IntList shape, DType dtype, Device device) {
+  for (int64_t s : shape) {
+    DTR_CHECK(s >= 0, ValueError, "from_blob: negative size in shape {}", shape_str(shape));
+  }
   return from_blob(data, shape, contiguous_strides(shape), dtype, device);
 }
 
 Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device) {
-  DTR_CHECK(data != nullptr, ValueError, "from_blob: data is null");
   DTR_CHECK(shape.size() == strides.size(), ValueError,
             "from_blob: shape {} and strides {} differ in length", shape_str(shape.vec()),
             shape_str(strides.vec()));
-  int64_t extent = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     DTR_CHECK(shape[i] >= 0 && strides[i] >= 0, ValueError,
               "from_blob: negative size or stride in shape {} strides {}", shape_str(shape.vec()),
               shape_str(strides.vec()));
-    if (shape[i] > 0) extent += (shape[i] - 1) * strides[i];
   }
-  if (numel(shape) == 0) extent = 0;
+  const int64_t n = numel(shape);  // ValueError for 2^60 elements or more
+  // The bytes the tensor spans: (1 + sum of (size - 1) * stride) elements,
+  // every step checked, and the whole range inside the address space.
+  int64_t extent = n == 0 ? 0 : 1, nbytes = 0;
+  bool overflow = false;
+  for (size_t i = 0; i < shape.size() && n > 0; ++i) {
+    int64_t span = 0;
+    overflow = overflow || __builtin_mul_overflow(shape[i] - 1, strides[i], &span) ||
+               __builtin_add_overflow(extent, span, &extent);
+  }
+  overflow = overflow || __builtin_mul_overflow(extent, itemsize(dtype), &nbytes);
+  uintptr_t end = 0;
+  overflow = overflow || __builtin_add_overflow(reinterpret_cast<uintptr_t>(data), uint64_t(nbytes), &end);
+  DTR_CHECK(!overflow, ValueError,
+            "from_blob: shape {} with strides {} of {} spans more bytes than fit in int64 or in the "
+            "address space from pointer {}",
+            shape_str(shape.vec()), shape_str(strides.vec()), dtype_name(dtype), static_cast<const void*>(data));
+  // As in PyTorch, an empty tensor may wrap a null pointer.
+  DTR_CHECK(data != nullptr || n == 0, ValueError,
+            "from_blob: data is null for a tensor of {} elements (shape {}); only an empty tensor "
+            "may have a null pointer",
+            n, shape_str(shape.vec()));
+  DTR_CHECK(reinterpret_cast<uintptr_t>(data) % uintptr_t(itemsize(dtype)) == 0, ValueError,
+            "from_blob: pointer {} is not aligned for {}: it needs {}-byte alignment",
+            static_cast<const void*>(data), dtype_name(dtype), itemsize(dtype));
   ensure_ops_registered();
   static BorrowedAllocator borrowed;
-  auto storage = std::make_shared<Storage>(extent * itemsize(dtype), device);
+  // A storage without bytes reads as evicted: an empty tensor on a null
+  // pointer gets a placeholder address instead (nothing is ever read there).
+  alignas(8) static std::byte empty_placeholder[8];
+  auto storage = std::make_shared<Storage>(nbytes, device);
   // Borrowed bytes are not the runtime's: they are not counted against the
-  // budget and are never freed or evicted.
-  storage->set_data(data, &borrowed);
+  // budget and are never freed or evicted, and lineage never reads them
+  // later (Note [borrowed storage], remat/runtime.cpp).
+  storage->set_data(data != nullptr ? data : empty_placeholder, &borrowed);
   storage->pinned = true;
+  storage->borrowed = true;
   TensorMeta m;
   m.shape = shape.vec();
   m.strides = strides.vec();

@@ -50,7 +50,9 @@ void infer_cat(std::span<const TensorMeta> in, const Attrs& a, std::vector<Tenso
                 dim, r.shape[size_t(d)], m.shape[size_t(d)], k, shape_str(r.shape),
                 shape_str(m.shape));
     }
-    shape[size_t(dim)] += m.shape[size_t(dim)];
+    DTR_CHECK(!__builtin_add_overflow(shape[size_t(dim)], m.shape[size_t(dim)], &shape[size_t(dim)]),
+              ValueError, "cat: the sizes along dimension {} overflow int64 (tensor number {}, shape {})",
+              dim, k, shape_str(m.shape));
   }
   out.push_back(out_meta(shape, dtype, r.device));
 }
@@ -184,13 +186,6 @@ void infer_masked_fill_(std::span<const TensorMeta> in, const Attrs&, std::vecto
 
 std::vector<Tensor> masked_fill_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
   return {autograd::sum_to(masked_fill(g[0], ctx.inputs[1], 0), ctx.input_metas[0].shape)};
-}
-
-Attrs fill_value_attrs(Scalar value) {
-  Attrs a{{"value", value.to_double()}};
-  // Integers keep every bit (a double holds only 53).
-  if (!value.is_floating()) a.set("int_value", value.to_int());
-  return a;
 }
 
 // ---- tril, triu --------------------------------------------------------------------

@@ -23,6 +23,15 @@ inline TensorMeta out_meta(IntList shape, DType dtype, Device device) {
   return m;
 }
 
+/// The attributes of a fill value (full, masked_fill): "value" as a double,
+/// and "int_value" too for an integer or bool, so integer outputs keep every
+/// bit (a double holds only 53).
+inline Attrs fill_value_attrs(Scalar value) {
+  Attrs a{{"value", value.to_double()}};
+  if (!value.is_floating()) a.set("int_value", value.to_int());
+  return a;
+}
+
 /// Throws TypeError unless `m` is floating point.
 inline void check_floating(std::string_view op, const TensorMeta& m, std::string_view what = "input") {
   DTR_CHECK(is_floating(m.dtype), TypeError, "{}: expected a floating point {}, got {} of shape {}",

@@ -39,7 +39,10 @@ Shape infer_size(std::string_view op, IntList shape, IntList input_shape) {
       DTR_CHECK(out[d] >= 0, ValueError,
                 "{}: invalid shape dimension {} in shape {} for input of shape {}", op, out[d],
                 shape_str(shape), shape_str(input_shape));
-      known *= out[d];
+      // Checked before it could wrap: a product beyond int64 cannot match numel.
+      DTR_CHECK(!__builtin_mul_overflow(known, out[d], &known), ValueError,
+                "{}: shape {} is invalid for input of shape {} ({} elements)", op, shape_str(shape),
+                shape_str(input_shape), numel);
     }
   }
   if (infer_dim) {
@@ -383,6 +386,7 @@ void infer_expand(std::span<const TensorMeta> in, const Attrs& a, std::vector<Te
     shape[size_t(i)] = size;
     strides[size_t(i)] = stride;
   }
+  (void)numel(shape);  // ValueError naming the shape for 2^60 elements or more
   out.push_back(view_meta(x, std::move(shape), std::move(strides), x.offset));
 }
 

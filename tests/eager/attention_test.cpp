@@ -18,15 +18,7 @@ Tensor pat(IntList shape, int64_t a, DType dtype = kFloat64) {
   return from_vector(v, shape).to(dtype);
 }
 
-template <typename F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_message;
 
 struct Qkv {
   Tensor q = pat({1, 2, 3, 2}, 5), k = pat({1, 2, 4, 2}, 3), v = pat({1, 2, 4, 3}, 7);

@@ -64,6 +64,8 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("arange_end", {arange(5)}),
       CASE("arange_start_step", {arange(1.0, 2.0, 0.25, dt)}),
       CASE("arange_negative_step", {arange(5, -3, -2)}),
+      CASE("full_int_value", {full({2, 2}, 3)}),
+      CASE("full_bool_value", {full({3}, true)}),
       CASE("zeros_like", {zeros_like(x[0])}),
       CASE("ones_like", {ones_like(x[0])}),
       CASE("full_like", {full_like(x[0], -1.5)}),

@@ -50,15 +50,7 @@ std::vector<double> naive_conv2d(const Tensor& x, const Tensor& w, const Tensor&
   return out;
 }
 
-template <typename F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_message;
 
 TEST(Conv2d, GroupedStridedDilatedMatchesTorch) {
   // F.conv2d(pat((1,4,4,5),5), pat((4,2,3,2),3), pat((4,),7), stride=(2,1),

@@ -30,15 +30,7 @@ std::vector<double> naive_mm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-template <typename F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_message;
 
 TEST(Matmul, TwoByTwoValues) {
   Tensor a = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});

@@ -12,15 +12,7 @@
 namespace dtr {
 namespace {
 
-template <typename F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_message;
 
 Tensor weight_5x3() {
   std::vector<double> v(15);

@@ -268,24 +268,32 @@ struct Runtime::Impl {
     }
   }
 
+  // Freed blocks an allocator caches are memory too: under a budget,
+  // resident plus cached bytes stay within it (Note [hard budget]), the
+  // cached ones beyond it going back to the system (cpu/host_allocator.h).
+  // Without a budget, or within it, the cache keeps its blocks.
+  void trim_cache(Allocator& alloc) {
+    if (!budget) return;
+    const int64_t over = stats.resident_bytes + alloc.cached_bytes() - *budget;
+    if (over > 0) alloc.release_cached(over);
+  }
+
   void allocate(Storage& s) {
     DTR_INTERNAL_ASSERT(!s.resident(), "allocate on a resident storage");
     make_room(s.nbytes());
     Allocator* alloc = get_allocator(s.device().type);
     DTR_CHECK(alloc != nullptr, NotImplementedError, "no allocator for device {}",
               s.device().str());
-    void* p = alloc->allocate(size_t(s.nbytes()));
+    // Under a budget, the allocator keeps cached no more than the budget
+    // leaves beside the resident bytes and these (trim_cache).
+    void* p = budget ? alloc->allocate_within(size_t(s.nbytes()),
+                                              std::max<int64_t>(0, *budget - stats.resident_bytes - s.nbytes()))
+                     : alloc->allocate(size_t(s.nbytes()));
     if (p == nullptr) {
       throw OutOfMemoryError(fmt::format("{} could not allocate {} bytes ({} bytes resident)",
                                          s.device().str(), s.nbytes(), stats.resident_bytes));
     }
     s.set_data(p, alloc);
-    // Freed blocks an allocator caches are memory too: under a budget,
-    // resident plus cached bytes stay within it (Note [hard budget]).
-    if (budget) {
-      const int64_t over = stats.resident_bytes + s.nbytes() + alloc->cached_bytes() - *budget;
-      if (over > 0) alloc->release_cached(over);
-    }
     if (s.tracker == nullptr) {
       s.tracker = owner;
       tracked.insert(&s);
@@ -547,6 +555,10 @@ void Runtime::set_memory_budget(std::optional<int64_t> bytes) {
       logger().warn("new budget {} bytes is below the unevictable resident bytes ({} resident)",
                     *bytes, impl_->stats.resident_bytes);
     }
+    // Blocks cached while unlimited (or under a larger budget), and those
+    // just evicted, go back beyond the new budget now.
+    for (int t = 0; t < kNumDeviceTypes; ++t)
+      if (Allocator* a = get_allocator(DeviceType(t))) impl_->trim_cache(*a);
   }
 }
 

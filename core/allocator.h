@@ -21,6 +21,16 @@ class Allocator {
   /// (or the cache is empty). The runtime calls it so that resident plus
   /// cached bytes stay within the memory budget (Note [hard budget]).
   virtual void release_cached(int64_t /*nbytes*/) {}
+  /// allocate(nbytes), after which at most `max_cached_bytes` of freed blocks
+  /// stay cached (the runtime passes what the budget leaves beside resident
+  /// storage; Note [hard budget]). A caching allocator may recycle blocks it
+  /// has to give up into the new one.
+  virtual void* allocate_within(size_t nbytes, int64_t max_cached_bytes) {
+    void* p = allocate(nbytes);
+    const int64_t over = cached_bytes() - max_cached_bytes;
+    if (over > 0) release_cached(over);
+    return p;
+  }
 };
 
 /// The allocator used for new storages on `type`. Never null for kCPU.

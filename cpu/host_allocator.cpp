@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
+
+#include <sys/mman.h>
 
 namespace dtr::cpu {
 
@@ -17,6 +20,24 @@ constexpr size_t kDefaultCap = kHostCacheCapBytes;
 
 constexpr size_t kAlignment = 64;
 constexpr size_t kPage = 4096;
+constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
+
+// A cacheable block from the system: page-rounded ones are mapped on their
+// own, so freeing one gives its pages back to the kernel at once (a block
+// freed into glibc's heap stays resident there), smaller ones come from malloc.
+void* system_allocate(size_t bytes) {
+  if (bytes < kHostCachePageBytes) return std::aligned_alloc(kAlignment, bytes);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void system_free(void* p, size_t bytes) {
+  if (bytes < kHostCachePageBytes) {
+    std::free(p);
+  } else {
+    munmap(p, bytes);
+  }
+}
 
 }  // namespace
 
@@ -33,32 +54,56 @@ size_t CachingHostAllocator::block_bytes(size_t nbytes) {
 }
 
 void* CachingHostAllocator::allocate(size_t nbytes) {
+  return allocate_within(nbytes, kUnlimited);
+}
+
+void* CachingHostAllocator::allocate_within(size_t nbytes, int64_t max_cached_bytes) {
   const size_t bytes = block_bytes(nbytes);
   const bool cacheable = bytes >= kHostCacheMinBytes && cap_bytes_ > 0;
-  if (!cacheable) return std::aligned_alloc(kAlignment, bytes);
-  std::vector<void*> gone;
+  if (!cacheable) {
+    void* p = std::aligned_alloc(kAlignment, bytes);
+    if (max_cached_bytes != kUnlimited) release_cached(cached_bytes() - max_cached_bytes);
+    return p;
+  }
+  std::vector<std::pair<void*, size_t>> gone;
+  std::pair<void*, size_t> recycled{nullptr, 0};
+  void* hit = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(bytes);
     if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
+      hit = it->second.back();
       it->second.pop_back();
       stats_.cached_bytes -= int64_t(bytes);
       stats_.in_use_bytes += int64_t(bytes);
       ++stats_.hits;
-      return p;
+      if (stats_.cached_bytes > max_cached_bytes)
+        gone = take_cached_locked(stats_.cached_bytes - max_cached_bytes);
+    } else {
+      ++stats_.misses;
+      // Held bytes stay within max(cap, peak in use), and cached ones within
+      // what the caller allows: the cache gives up blocks.
+      const int64_t limit = std::max<int64_t>(int64_t(cap_bytes_), stats_.peak_in_use_bytes);
+      const int64_t over = std::min(
+          stats_.cached_bytes, std::max(stats_.in_use_bytes + stats_.cached_bytes + int64_t(bytes) - limit,
+                                        stats_.cached_bytes - max_cached_bytes));
+      if (over > 0) {
+        // A block that has to go anyway lends its resident pages to this one.
+        recycled = take_recyclable_locked(bytes);
+        gone = take_cached_locked(over - int64_t(recycled.second));
+      }
     }
-    ++stats_.misses;
-    // Held bytes stay within max(cap, peak in use): make room from the cache.
-    const int64_t limit = std::max<int64_t>(int64_t(cap_bytes_), stats_.peak_in_use_bytes);
-    const int64_t over = stats_.in_use_bytes + stats_.cached_bytes + int64_t(bytes) - limit;
-    if (over > 0) gone = take_cached_locked(std::min(over, stats_.cached_bytes));
   }
-  for (void* q : gone) std::free(q);
-  void* p = std::aligned_alloc(kAlignment, bytes);
+  if (hit != nullptr) {
+    free_blocks(gone);
+    return hit;
+  }
+  free_blocks(gone);
+  void* p = recycled.first != nullptr ? resize_mapping(recycled.first, recycled.second, bytes)
+                                      : system_allocate(bytes);
   if (p == nullptr) {
     empty_cache();
-    p = std::aligned_alloc(kAlignment, bytes);
+    p = system_allocate(bytes);
     if (p == nullptr) return nullptr;
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -83,15 +128,44 @@ void CachingHostAllocator::deallocate(void* ptr, size_t nbytes) {
   std::free(ptr);
 }
 
+std::pair<void*, size_t> CachingHostAllocator::take_recyclable_locked(size_t bytes) {
+  if (bytes < kHostCachePageBytes) return {nullptr, 0};
+  // The smallest mapped block that covers the request (its tail is
+  // unmapped), else the largest one (it grows; only the growth is new).
+  size_t best = 0;
+  for (const auto& [size, list] : free_) {
+    if (list.empty() || size < kHostCachePageBytes) continue;
+    const bool covers = size >= bytes, best_covers = best >= bytes;
+    if (best == 0 || (covers && (!best_covers || size < best)) || (!covers && !best_covers && size > best))
+      best = size;
+  }
+  if (best == 0) return {nullptr, 0};
+  auto& list = free_[best];
+  void* p = list.back();
+  list.pop_back();
+  stats_.cached_bytes -= int64_t(best);
+  ++stats_.recycled;
+  return {p, best};
+}
+
+void* CachingHostAllocator::resize_mapping(void* p, size_t old_bytes, size_t new_bytes) {
+  void* q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  if (q != MAP_FAILED) return q;
+  munmap(p, old_bytes);
+  return system_allocate(new_bytes);
+}
+
+void CachingHostAllocator::free_blocks(const std::vector<std::pair<void*, size_t>>& blocks) {
+  for (const auto& [p, bytes] : blocks) system_free(p, bytes);
+}
+
 void CachingHostAllocator::empty_cache() {
-  std::unordered_map<size_t, std::vector<void*>> blocks;
+  std::vector<std::pair<void*, size_t>> gone;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    blocks.swap(free_);
-    stats_.cached_bytes = 0;
+    gone = take_cached_locked(stats_.cached_bytes);
   }
-  for (auto& [bytes, list] : blocks)
-    for (void* p : list) std::free(p);
+  free_blocks(gone);
 }
 
 int64_t CachingHostAllocator::cached_bytes() const {
@@ -99,8 +173,8 @@ int64_t CachingHostAllocator::cached_bytes() const {
   return stats_.cached_bytes;
 }
 
-std::vector<void*> CachingHostAllocator::take_cached_locked(int64_t nbytes) {
-  std::vector<void*> gone;
+std::vector<std::pair<void*, size_t>> CachingHostAllocator::take_cached_locked(int64_t nbytes) {
+  std::vector<std::pair<void*, size_t>> gone;
   std::vector<size_t> sizes;
   for (const auto& [bytes, list] : free_)
     if (!list.empty()) sizes.push_back(bytes);
@@ -109,7 +183,7 @@ std::vector<void*> CachingHostAllocator::take_cached_locked(int64_t nbytes) {
   for (size_t bytes : sizes) {
     auto& list = free_[bytes];
     while (!list.empty() && released < nbytes) {
-      gone.push_back(list.back());
+      gone.emplace_back(list.back(), bytes);
       list.pop_back();
       released += int64_t(bytes);
       stats_.cached_bytes -= int64_t(bytes);
@@ -120,12 +194,12 @@ std::vector<void*> CachingHostAllocator::take_cached_locked(int64_t nbytes) {
 }
 
 void CachingHostAllocator::release_cached(int64_t nbytes) {
-  std::vector<void*> gone;
+  std::vector<std::pair<void*, size_t>> gone;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     gone = take_cached_locked(nbytes);
   }
-  for (void* p : gone) std::free(p);
+  free_blocks(gone);
 }
 
 HostCacheStats CachingHostAllocator::stats() const {

@@ -179,6 +179,8 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     record->rng = detail::reserve_rng(uint64_t(2 * draws));
   }
 
+  // DTR_TRACE: the op's event spans its inputs' rematerializations too.
+  const auto trace_start = rt.tracing() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   // 3. Make every input resident and lock it.
   absl::InlinedVector<Storage*, 4> in_storages;
   for (const Tensor& t : inputs) in_storages.push_back(t.storage().get());
@@ -290,6 +292,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   guard.active = false;
   rt.release(in_storages);
   if (!op.flags.inplace) rt.release(out_storages);
+  if (rt.tracing()) rt.trace_op(op.name, trace_start, in_metas, in_storages, out_metas, out_storages);
   // 7. Autograd records the backward node.
   autograd::record(op, attrs, autograd_inputs.empty() ? inputs : std::span<const Tensor>(autograd_inputs), outs);
   return outs;

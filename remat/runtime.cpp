@@ -11,13 +11,17 @@
 
 #include <unistd.h>
 
+#include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/op_registry.h"
 #include "core/options.h"
 #include "remat/policy.h"
+#include "remat/trace_file.h"
 
 namespace dtr::remat {
 
@@ -81,24 +85,60 @@ struct Runtime::Impl {
   int64_t min_evict_bytes = 0;
   uint64_t sample_state = 0x9E3779B97F4A7C15ull;  // fixed: decisions reproduce run to run
   bool verify = false;
-  // Chrome trace events (DTR_TRACE), buffered until flush.
-  std::string trace_path;
-  std::string trace;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  // Chrome trace events (DTR_TRACE), written as they happen; null = off.
+  std::unique_ptr<TraceFile> trace;
+  uint64_t trace_generation = 0;  // bumped by every file opened
+  // DTR_TRACE could not be opened when the global runtime was built: thrown
+  // (once) by the first op, so start-up itself cannot fail half-way.
+  std::string trace_open_error;
+  // Storage ids of the trace (a storage's address may be reused); live
+  // tracked storages only.
+  absl::flat_hash_map<const Storage*, uint64_t> trace_ids;
+  uint64_t next_trace_id = 0;
 
-  double now_us() const {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  }
   void trace_event(std::string_view json) {
-    if (trace_path.empty()) return;
-    if (!trace.empty()) trace += ",\n";
-    trace += json;
+    if (trace) trace->write(json);
   }
   void trace_counter() {
-    if (trace_path.empty()) return;
+    if (!trace) return;
     trace_event(fmt::format(
-        R"({{"name":"memory","ph":"C","ts":{:.3f},"pid":1,"tid":1,"args":{{"resident_bytes":{},"budget_bytes":{}}}}})",
-        now_us(), stats.resident_bytes, budget.value_or(0)));
+        R"({{"name":"memory","ph":"C","ts":{:.3f},"pid":1,"tid":{},"args":{{"resident_bytes":{},"budget_bytes":{}}}}})",
+        trace_now_us(), trace_thread_id(), stats.resident_bytes, budget.value_or(0)));
+  }
+  uint64_t trace_id(const Storage& s) {
+    if (s.tracker != owner) return 0;  // not accounted here (borrowed memory)
+    auto [it, fresh] = trace_ids.try_emplace(&s, 0);
+    if (fresh) it->second = ++next_trace_id;
+    return it->second;
+  }
+  // An error the runtime throws, as an instant event, flushed at once: the
+  // file must hold it even if nothing catches the error.
+  void trace_error(std::string_view kind, std::string_view message) {
+    if (!trace) return;
+    trace_event(fmt::format(
+        R"({{"name":"{}","cat":"error","ph":"i","s":"g","ts":{:.3f},"pid":1,"tid":{},"args":{{"message":"{}","resident_bytes":{},"budget_bytes":{}}}}})",
+        kind, trace_now_us(), trace_thread_id(), json_escape(message), stats.resident_bytes,
+        budget.value_or(0)));
+    trace->flush();
+  }
+  [[noreturn]] void throw_oom_error(std::string message) {
+    trace_error("OutOfMemoryError", message);
+    throw OutOfMemoryError(std::move(message));
+  }
+  void open_trace(const std::string& path) {
+    trace.reset();  // closes the old file
+    trace_ids.clear();
+    owner->tracing_.store(false, std::memory_order_relaxed);
+    if (path.empty()) return;
+    trace = std::make_unique<TraceFile>(path);  // throws ValueError naming the path
+    ++trace_generation;
+    owner->tracing_.store(true, std::memory_order_relaxed);
+  }
+  void throw_deferred_error() {
+    if (trace_open_error.empty()) return;
+    std::string message = std::move(trace_open_error);
+    trace_open_error.clear();
+    throw ValueError(std::move(message));
   }
 
   static bool replayable(const Storage& s) {
@@ -208,10 +248,11 @@ struct Runtime::Impl {
     free_bytes(s);
     policy->on_evict(s, pool);
     ++stats.evictions;
-    if (!trace_path.empty()) {
+    if (trace) {
       trace_event(fmt::format(
-          R"({{"name":"evict","cat":"remat","ph":"i","s":"t","ts":{:.3f},"pid":1,"tid":1,"args":{{"bytes":{},"op":"{}"}}}})",
-          now_us(), s.nbytes(), s.producer ? s.producer->op_name : "?"));
+          R"({{"name":"evict","cat":"remat","ph":"i","s":"t","ts":{:.3f},"pid":1,"tid":{},"args":{{"storage":{},"bytes":{},"op":"{}"}}}})",
+          trace_now_us(), trace_thread_id(), trace_id(s), s.nbytes(),
+          s.producer ? s.producer->op_name : "?"));
       trace_counter();
     }
   }
@@ -224,17 +265,19 @@ struct Runtime::Impl {
     return h | 1;  // never 0 (0 = no hash)
   }
 
-  [[noreturn]] void verify_failed(const Storage& s) const {
+  [[noreturn]] void verify_failed(const Storage& s) {
     std::string trail;
     const Node* n = s.producer.get();
     for (int depth = 0; n != nullptr && depth < 16; ++depth) {
       trail += fmt::format("\n    {}{}", std::string(size_t(depth) * 2, ' '), n->op_name);
       n = n->inputs.empty() || !n->inputs[0]->producer ? nullptr : n->inputs[0]->producer.get();
     }
-    throw InternalError(fmt::format(
+    std::string message = fmt::format(
         "DTR_VERIFY: rematerialized storage of {} bytes differs from its first computation "
         "(replay is not bitwise equal); op trail (producer first):{}\nplease report",
-        s.nbytes(), trail));
+        s.nbytes(), trail);
+    trace_error("InternalError", message);
+    throw InternalError(std::move(message));
   }
 
   // " while running op 'matmul'", plus the rematerialization in progress
@@ -281,7 +324,7 @@ struct Runtime::Impl {
     return bytes;
   }
 
-  [[noreturn]] void throw_oom(int64_t request) const {
+  [[noreturn]] void throw_oom(int64_t request) {
     // floor: bytes that cannot be evicted now (constants, and storages in
     // use); small: evictable storages below DTR_MIN_EVICT_BYTES, never chosen.
     int64_t locked = 0, unevictable = 0, floor = 0, small = 0;
@@ -315,7 +358,7 @@ struct Runtime::Impl {
       }
       return out.empty() ? std::string(" (none)") : out;
     };
-    throw OutOfMemoryError(fmt::format(
+    throw_oom_error(fmt::format(
         "out of memory under the budget{}: budget {} bytes, request {} bytes, resident {} bytes, "
         "locked {} bytes, unevictable {} bytes; nothing left to evict.\n{}\nLargest unevictable "
         "storages:{}\nLargest locked (in use) storages:{}",
@@ -368,25 +411,33 @@ struct Runtime::Impl {
     }
   }
 
+  // Freed blocks an allocator caches are memory too: under a budget,
+  // resident plus cached bytes stay within it (Note [hard budget]), the
+  // cached ones beyond it going back to the system (cpu/host_allocator.h).
+  // Without a budget, or within it, the cache keeps its blocks.
+  void trim_cache(Allocator& alloc) {
+    if (!budget) return;
+    const int64_t over = stats.resident_bytes + alloc.cached_bytes() - *budget;
+    if (over > 0) alloc.release_cached(over);
+  }
+
   void allocate(Storage& s) {
     DTR_INTERNAL_ASSERT(!s.resident(), "allocate on a resident storage");
     make_room(s.nbytes());
     Allocator* alloc = get_allocator(s.device().type);
     DTR_CHECK(alloc != nullptr, NotImplementedError, "no allocator for device {}",
               s.device().str());
-    void* p = alloc->allocate(size_t(s.nbytes()));
+    // Under a budget, the allocator keeps cached no more than the budget
+    // leaves beside the resident bytes and these (trim_cache).
+    void* p = budget ? alloc->allocate_within(size_t(s.nbytes()),
+                                              std::max<int64_t>(0, *budget - stats.resident_bytes - s.nbytes()))
+                     : alloc->allocate(size_t(s.nbytes()));
     if (p == nullptr) {
-      throw OutOfMemoryError(fmt::format("{} could not allocate {} bytes ({} bytes resident){}",
-                                         s.device().str(), s.nbytes(), stats.resident_bytes,
-                                         oom_context()));
+      throw_oom_error(fmt::format("{} could not allocate {} bytes ({} bytes resident){}",
+                                  s.device().str(), s.nbytes(), stats.resident_bytes,
+                                  oom_context()));
     }
     s.set_data(p, alloc);
-    // Freed blocks an allocator caches are memory too: under a budget,
-    // resident plus cached bytes stay within it (Note [hard budget]).
-    if (budget) {
-      const int64_t over = stats.resident_bytes + s.nbytes() + alloc->cached_bytes() - *budget;
-      if (over > 0) alloc->release_cached(over);
-    }
     if (s.tracker == nullptr) {
       s.tracker = owner;
       tracked.insert(&s);
@@ -539,11 +590,17 @@ struct Runtime::Impl {
       ++stats.recomputed_ops;
       stats.recomputed_flops += node.flops;
       stats.rematerializations += restored;
-      if (!trace_path.empty()) {
+      if (trace) {
+        std::vector<uint64_t> ids;
+        int64_t bytes = 0;
+        for (const auto& o : keep) {
+          ids.push_back(trace_id(*o));
+          bytes += o->nbytes();
+        }
         trace_event(fmt::format(
-            R"({{"name":"rematerialize {}","cat":"remat","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":1,"tid":1,"args":{{"outputs":{}}}}})",
-            node.op_name, std::chrono::duration<double, std::micro>(t0 - this->t0).count(),
-            std::chrono::duration<double, std::micro>(t1 - t0).count(), restored));
+            R"({{"name":"rematerialize {}","cat":"remat","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":1,"tid":{},"args":{{"storages":[{}],"bytes":{}}}}})",
+            node.op_name, trace_us(t0), std::chrono::duration<double, std::micro>(t1 - t0).count(),
+            trace_thread_id(), fmt::join(ids, ","), bytes));
         trace_counter();
       }
     } catch (...) {
@@ -636,8 +693,14 @@ Runtime& Runtime::global() {
     r->set_cost_model(o.cost);
     r->set_verify(o.verify);
     if (!o.trace_path.empty()) {
-      r->set_trace_path(o.trace_path);
-      std::atexit([] { Runtime::global().flush_trace(); });
+      try {
+        r->set_trace_path(o.trace_path);
+        // Writes the closing "]" (an uncaught exception closes it from the
+        // std::terminate hook of remat/trace_file.cpp instead).
+        std::atexit([] { Runtime::global().set_trace_path(""); });
+      } catch (const ValueError& e) {
+        r->impl_->trace_open_error = e.what();
+      }
     }
     return r.release();
   }();
@@ -654,6 +717,7 @@ Runtime::Runtime() : impl_(std::make_unique<Impl>()) {
 Runtime::~Runtime() {
   std::lock_guard lock(impl_->mu);
   for (Storage* s : impl_->tracked) s->tracker = nullptr;
+  impl_->trace.reset();
 }
 
 void Runtime::set_memory_budget(std::optional<int64_t> bytes) {
@@ -673,6 +737,10 @@ void Runtime::set_memory_budget(std::optional<int64_t> bytes) {
       logger().warn("new budget {} bytes is below the unevictable resident bytes ({} resident)",
                     *bytes, impl_->stats.resident_bytes);
     }
+    // Blocks cached while unlimited (or under a larger budget), and those
+    // just evicted, go back beyond the new budget now.
+    for (int t = 0; t < kNumDeviceTypes; ++t)
+      if (Allocator* a = get_allocator(DeviceType(t))) impl_->trim_cache(*a);
   }
 }
 
@@ -683,6 +751,7 @@ std::optional<int64_t> Runtime::memory_budget() const {
 
 void Runtime::acquire(std::span<Storage* const> storages) {
   std::lock_guard lock(impl_->mu);
+  impl_->throw_deferred_error();
   size_t done = 0;
   try {
     for (; done < storages.size(); ++done) {
@@ -708,6 +777,7 @@ void Runtime::release(std::span<Storage* const> storages) {
 
 void Runtime::allocate(Storage& s) {
   std::lock_guard lock(impl_->mu);
+  impl_->throw_deferred_error();
   impl_->allocate(s);
   impl_->lock(s);
 }
@@ -746,12 +816,6 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
     o->last_access = impl_->clock;
     if (!node->replayable) o->pinned = true;
     impl_->pool_add(*o);
-  }
-  if (!impl_->trace_path.empty()) {
-    impl_->trace_event(fmt::format(
-        R"({{"name":"{}","cat":"op","ph":"i","s":"t","ts":{:.3f},"pid":1,"tid":1,"args":{{"tick":{}}}}})",
-        node->op_name, impl_->now_us(), impl_->clock));
-    impl_->trace_counter();
   }
   if (reads_borrowed) return;  // the node is dropped: nothing reads through it
   for (const auto& in : node->inputs) {
@@ -864,22 +928,64 @@ void Runtime::set_verify(bool on) {
 
 void Runtime::set_trace_path(const std::string& path) {
   std::lock_guard lock(impl_->mu);
-  impl_->trace_path = path;
-  impl_->trace.clear();
+  impl_->trace_open_error.clear();
+  impl_->open_trace(path);
 }
 
 void Runtime::flush_trace() {
   std::lock_guard lock(impl_->mu);
-  if (impl_->trace_path.empty()) return;
-  std::FILE* f = std::fopen(impl_->trace_path.c_str(), "w");
-  if (f == nullptr) {
-    logger().error("DTR_TRACE: cannot open '{}' for writing", impl_->trace_path);
-    return;
+  if (impl_->trace) impl_->trace->flush();
+}
+
+namespace {
+// "[2, 3] float32, [3] int64"
+std::string metas_str(std::span<const TensorMeta> metas) {
+  std::string out;
+  for (const TensorMeta& m : metas) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", shape_str(m.shape), dtype_name(m.dtype));
   }
-  std::fputs("{\"traceEvents\":[\n", f);
-  std::fputs(impl_->trace.c_str(), f);
-  std::fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
-  std::fclose(f);
+  return out;
+}
+}  // namespace
+
+void Runtime::trace_op(std::string_view op, std::chrono::steady_clock::time_point start,
+                       std::span<const TensorMeta> input_metas, std::span<Storage* const> inputs,
+                       std::span<const TensorMeta> output_metas, std::span<Storage* const> outputs) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->trace) return;
+  const auto end = std::chrono::steady_clock::now();
+  if (start == std::chrono::steady_clock::time_point{}) start = end;  // tracing began mid-op
+  std::vector<uint64_t> in_ids, out_ids;
+  for (const Storage* s : inputs) in_ids.push_back(impl_->trace_id(*s));
+  int64_t out_bytes = 0;
+  for (const Storage* s : outputs) {
+    out_ids.push_back(impl_->trace_id(*s));
+    out_bytes += s->nbytes();
+  }
+  impl_->trace_event(fmt::format(
+      R"({{"name":"{}","cat":"op","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":1,"tid":{},"args":{{"tick":{},"inputs":"{}","outputs":"{}","output_bytes":{},"input_storages":[{}],"output_storages":[{}]}}}})",
+      op, trace_us(start), std::chrono::duration<double, std::micro>(end - start).count(),
+      trace_thread_id(), impl_->clock, metas_str(input_metas), metas_str(output_metas), out_bytes,
+      fmt::join(in_ids, ","), fmt::join(out_ids, ",")));
+  impl_->trace_counter();
+}
+
+uint64_t Runtime::trace_scope_begin(std::string_view name) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->trace) return 0;
+  impl_->trace_event(fmt::format(
+      R"({{"name":"{}","cat":"scope","ph":"B","ts":{:.3f},"pid":1,"tid":{}}})", json_escape(name),
+      trace_now_us(), trace_thread_id()));
+  return impl_->trace_generation;
+}
+
+void Runtime::trace_scope_end(std::string_view name, uint64_t generation) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->trace || generation != impl_->trace_generation) return;
+  impl_->trace_event(fmt::format(
+      R"({{"name":"{}","cat":"scope","ph":"E","ts":{:.3f},"pid":1,"tid":{}}})", json_escape(name),
+      trace_now_us(), trace_thread_id()));
 }
 
 int64_t Runtime::clock() const {
@@ -908,6 +1014,7 @@ void Runtime::on_storage_destroyed(Storage& s) {
   std::lock_guard lock(impl_->mu);
   impl_->policy->on_destroy(s, impl_->pool);
   impl_->tracked.erase(&s);
+  impl_->trace_ids.erase(&s);
   impl_->free_bytes(s);
   s.tracker = nullptr;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,10 @@
 #include "core/options.h"
 #include "core/storage.h"
 #include "remat/lineage.h"
+
+namespace dtr {
+struct TensorMeta;  // core/op_registry.h
+}
 
 namespace dtr::remat {
 
@@ -107,10 +112,29 @@ class Runtime final : public ResidencyTracker {
   /// DTR_VERIFY: hash each storage when first computed and check every
   /// rematerialization against it (InternalError with the op trail on mismatch).
   void set_verify(bool on);
-  /// DTR_TRACE: write Chrome trace events to `path` ("" = off). The file is
-  /// (re)written by flush_trace() and at exit.
+  /// DTR_TRACE: write Chrome trace events (remat/trace_file.h) to `path`,
+  /// truncating it; "" = off. Events are written as they happen: ops as
+  /// duration events with shapes, bytes and storage ids; evictions and
+  /// rematerializations with the ids of their storages; a memory counter;
+  /// an OutOfMemoryError as an instant event with its report; user scopes
+  /// (dtr::trace::Scope). A file already open is closed first (its "]"
+  /// written). Throws ValueError naming the path when it cannot be opened
+  /// (tracing is then off).
   void set_trace_path(const std::string& path);
+  /// Pushes buffered trace events to the file (also done once a second,
+  /// on every error event, and when the file is closed).
   void flush_trace();
+  /// Whether a trace file is open (cheap: the op path asks on every op).
+  bool tracing() const { return tracing_.load(std::memory_order_relaxed); }
+  /// The op path's event for one op, from `start` (before its inputs were
+  /// made resident) to now.
+  void trace_op(std::string_view op, std::chrono::steady_clock::time_point start,
+                std::span<const TensorMeta> input_metas, std::span<Storage* const> inputs,
+                std::span<const TensorMeta> output_metas, std::span<Storage* const> outputs);
+  /// dtr::trace::Scope's events: the begin returns the open file's
+  /// generation (0: none), the end is written only to that same file.
+  uint64_t trace_scope_begin(std::string_view name);
+  void trace_scope_end(std::string_view name, uint64_t generation);
 
   /// DTR_COST: where lineage nodes' recompute cost comes from (read by the
   /// op path when it records a node).
@@ -136,6 +160,7 @@ class Runtime final : public ResidencyTracker {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> lineage_enabled_{true};
+  std::atomic<bool> tracing_{false};
   std::atomic<CostModel> cost_model_{CostModel::kEstimate};
 };
 

@@ -18,6 +18,7 @@
 #include "eager/random.h"
 #include "eager/tensor.h"
 #include "remat/runtime.h"
+#include "remat/trace.h"
 #include "eager/nn/attention.h"
 #include "eager/nn/init.h"
 #include "eager/nn/layers.h"

@@ -3,8 +3,12 @@
 #include "cpu/host_allocator.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -85,6 +89,43 @@ TEST(HostAllocator, RuntimeKeepsResidentPlusCachedWithinTheBudget) {
     }
   }
   set_allocator(kCPU, prev);
+}
+
+// Blocks the cache must give up (under a budget: what it leaves beside
+// resident storage) go back to the system; on a miss one of them is resized
+// into the new block, its pages kept rather than unmapped and faulted in again.
+TEST(HostAllocator, AllocateWithinRecyclesBlocksThatMustGo) {
+  CachingHostAllocator a;
+  const size_t kib = 1024;
+  auto* p = static_cast<unsigned char*>(a.allocate(1024 * kib));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, 1024 * kib);
+  void* small = a.allocate(256 * kib);
+  a.deallocate(p, 1024 * kib);
+  a.deallocate(small, 256 * kib);
+  EXPECT_EQ(a.cached_bytes(), int64_t(1280 * kib));
+  // Room for 300 KiB of cached blocks: the 1 MiB one shrinks into the new
+  // 512 KiB block (in place, its bytes still there); the 256 KiB one stays.
+  auto* q = static_cast<unsigned char*>(a.allocate_within(512 * kib, 300 * kib));
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(q[0], 7);
+  EXPECT_EQ(q[512 * kib - 1], 7);
+  HostCacheStats s = a.stats();
+  EXPECT_EQ(s.recycled, 1);
+  EXPECT_EQ(s.cached_bytes, int64_t(256 * kib));
+  EXPECT_EQ(s.in_use_bytes, int64_t(512 * kib));
+  // Room for nothing: a hit still gives up the rest of the cache.
+  a.deallocate(q, 512 * kib);
+  void* r = a.allocate_within(512 * kib, 0);
+  EXPECT_EQ(r, q);
+  EXPECT_EQ(a.cached_bytes(), 0);
+  // Within what is allowed, a miss maps a fresh block and keeps the cache.
+  a.deallocate(r, 512 * kib);
+  void* t = a.allocate_within(128 * kib, 512 * kib);
+  EXPECT_NE(t, r);
+  EXPECT_EQ(a.cached_bytes(), int64_t(512 * kib));
+  EXPECT_EQ(a.stats().recycled, 1);
+  a.deallocate(t, 128 * kib);
 }
 
 TEST(HostAllocator, SmallBlocksAreNotCached) {
@@ -174,6 +215,99 @@ TEST(HostAllocator, TrainingStepsReuseTheirBuffers) {
   const HostCacheStats after = host_allocator().stats();
   EXPECT_GT(after.hits, before.hits);
   EXPECT_EQ(after.misses, before.misses);
+}
+
+// Bytes of a "Vm...:  123 kB" line of /proc/self/status (-1 if absent).
+int64_t proc_status_bytes(const std::string& key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1)) * 1024;
+  }
+  return -1;
+}
+
+// Restarts VmHWM (the peak resident set) from the current resident set
+// (Linux 4.0 and later); false where /proc/self/clear_refs is not writable.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return bool(f);
+}
+
+// Under a budget, evicted and freed storage bytes leave the process: its
+// resident set grows by no more than the budget plus a fixed overhead (host
+// metadata, blocks below kHostCachePageBytes, page rounding), however many
+// bytes pass through. Sizes grow step by step and each step keeps a small
+// result (and its lineage) alive, as a training run keeps metadata, so no
+// freed block fits a later request: freed into glibc's heap, each step's
+// blocks stayed resident there.
+TEST(HostAllocator, ResidentSetUnderABudgetStaysWithinTheBudget) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator keeps freed memory in quarantine";
+#endif
+  constexpr int64_t kBudget = int64_t{16} << 20;
+  constexpr int64_t kOverhead = int64_t{8} << 20;
+  // glibc raises its mmap threshold to the size of any mapped block it frees
+  // (up to 32 MiB), after which blocks up to that size come from its heap; a
+  // program that has run a while has done so. Do it here so this test does
+  // not depend on what ran before it in this process.
+  {
+    void* volatile big = std::malloc(size_t{24} << 20);
+    std::free(big);
+  }
+  struct BudgetScope {
+    ~BudgetScope() { remat::set_memory_budget(std::nullopt); }
+  } scope;
+  remat::set_memory_budget(kBudget);
+  const int64_t base = proc_status_bytes("VmRSS");
+  ASSERT_GT(base, 0);
+  const bool hwm = reset_peak_rss();
+  int64_t sampled_peak = base;
+  const int64_t evictions_before = remat::stats().evictions;
+  std::vector<Tensor> kept;  // one small result per step, with its lineage
+  int64_t passed_bytes = 0;
+  for (int step = 0; step < 30; ++step) {
+    const int64_t n = (int64_t{1} << 18) + step * 4096;  // 1 MiB + 16 KiB per step
+    std::vector<Tensor> chain{randn({n})};
+    for (int i = 0; i < 24; ++i) {  // 24+ MiB held against the 16 MiB budget: evictions
+      chain.push_back(chain.back() * 0.5);
+      sampled_peak = std::max(sampled_peak, proc_status_bytes("VmRSS"));
+    }
+    passed_bytes += int64_t(chain.size()) * n * 4;
+    kept.push_back(chain.front().sum());  // rematerializes the evicted head
+  }
+  const int64_t peak = hwm ? std::max(sampled_peak, proc_status_bytes("VmHWM")) : sampled_peak;
+  EXPECT_GT(remat::stats().evictions, evictions_before);
+  EXPECT_GT(passed_bytes, 40 * kBudget);
+  EXPECT_LE(peak - base, kBudget + kOverhead)
+      << "resident set grew by " << (peak - base) / 1024 << " KiB under a budget of "
+      << kBudget / 1024 << " KiB (peak " << (hwm ? "from VmHWM" : "sampled") << ")";
+}
+
+// Setting a budget gives back the cached blocks beyond it at once, not at
+// the next allocation.
+TEST(HostAllocator, SettingABudgetTrimsTheCache) {
+  CachingHostAllocator cache;
+  Allocator* prev = set_allocator(kCPU, &cache);
+  {
+    remat::Runtime rt;
+    std::vector<std::unique_ptr<Storage>> held;
+    for (int i = 0; i < 8; ++i) {
+      held.push_back(std::make_unique<Storage>(int64_t{256} << 10, Device()));
+      rt.allocate(*held.back());
+      Storage* sp = held.back().get();
+      rt.release({&sp, 1});
+    }
+    held.clear();  // 2 MiB of freed blocks go to the cache: no budget, all kept
+    EXPECT_EQ(cache.cached_bytes(), int64_t{2} << 20);
+    rt.set_memory_budget(int64_t{1} << 20);
+    EXPECT_LE(cache.cached_bytes(), int64_t{1} << 20);
+    rt.set_memory_budget(std::nullopt);
+  }
+  cache.empty_cache();
+  set_allocator(kCPU, prev);
 }
 
 }  // namespace

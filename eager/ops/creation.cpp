@@ -3,8 +3,12 @@
 // Creation ops have no inputs: their lineage node replays them from nothing
 // (random ones from the recorded Philox (seed, offset)), so a freshly made
 // tensor is evictable like any activation.
+#include <cerrno>
 #include <cmath>
 #include <cstring>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/element.h"
 
@@ -157,6 +161,15 @@ Tensor from_host(const void* src, int64_t n, DType src_dtype, IntList shape, Ten
 }  // namespace detail
 
 namespace {
+// Whether the page holding `p` is mapped in this process (mincore fails with
+// ENOMEM on an unmapped range).
+bool host_page_is_mapped(const void* p) {
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  auto* start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~(page - 1));
+  unsigned char resident = 0;
+  return mincore(start, size_t(page), &resident) == 0 || errno != ENOMEM;
+}
+
 class BorrowedAllocator final : public Allocator {
  public:
   void* allocate(size_t) override { return nullptr; }
@@ -205,6 +218,18 @@ Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device
   DTR_CHECK(reinterpret_cast<uintptr_t>(data) % uintptr_t(itemsize(dtype)) == 0, ValueError,
             "from_blob: pointer {} is not aligned for {}: it needs {}-byte alignment",
             static_cast<const void*>(data), dtype_name(dtype), itemsize(dtype));
+  // The buffer's size is not known (nor is it to PyTorch), but a span that
+  // ends in unmapped memory is surely wrong: a size or stride too large for
+  // the buffer would otherwise fault at the first read.
+  if (n > 0 && device.is_cpu()) {
+    const auto last = reinterpret_cast<uintptr_t>(data) + uintptr_t(nbytes) - 1;
+    DTR_CHECK(host_page_is_mapped(data) && host_page_is_mapped(reinterpret_cast<const void*>(last)),
+              ValueError,
+              "from_blob: shape {} with strides {} of {} spans {} bytes from pointer {}, reaching "
+              "unmapped memory at {}: the sizes or strides are larger than the buffer",
+              shape_str(shape.vec()), shape_str(strides.vec()), dtype_name(dtype), nbytes,
+              static_cast<const void*>(data), reinterpret_cast<const void*>(last));
+  }
   ensure_ops_registered();
   static BorrowedAllocator borrowed;
   // A storage without bytes reads as evicted: an empty tensor on a null

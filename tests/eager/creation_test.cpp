@@ -142,6 +142,12 @@ TEST(FromBlob, ValidatesExtentAlignmentAndNull) {
   EXPECT_THROW(from_blob(buf.data(), {2, 2}, {int64_t{1} << 62, 1}, kFloat32), ValueError);
   EXPECT_THROW(from_blob(buf.data(), {int64_t{1} << 40, int64_t{1} << 40}, kFloat32), ValueError);
   EXPECT_THROW(from_blob(buf.data(), {-1}, kFloat32), ValueError);
+  // A span that fits in int64 but runs past the buffer into unmapped memory
+  // (12 TiB here): refused, instead of a fault at the first read.
+  EXPECT_THAT(testing::error_message<ValueError>([&] {
+                from_blob(buf.data(), {4}, {int64_t{1} << 40}, kFloat32);
+              }),
+              HasSubstr("unmapped memory"));
   // A pointer not aligned for its dtype.
   auto* odd = reinterpret_cast<std::byte*>(buf.data()) + 1;
   const std::string msg = testing::error_message<ValueError>([&] { from_blob(odd, {2}, kFloat32); });

@@ -70,8 +70,10 @@ class Storage {
   int64_t pool_index = -1;
   /// Constants (no replayable producer) are never evicted.
   bool pinned = false;
-  /// The bytes are the user's (from_blob): they may change behind the
-  /// runtime's back, so lineage never reads them later. A node that reads a
+  /// The bytes may change behind the runtime's back: they are the user's
+  /// (from_blob), or a writable pointer to them was handed out (data_ptr),
+  /// which the program may keep and write through later. Lineage never reads
+  /// them later. A node that reads a
   /// borrowed storage gets no lineage: its outputs are pinned constants
   /// (Note [borrowed storage], remat/runtime.cpp).
   bool borrowed = false;

@@ -126,10 +126,12 @@ static void check_not_stale(const Tensor& t, std::string_view what, size_t index
   const TensorImpl& impl = *t.impl();
   if (impl.detached || impl.graph_version == impl.storage->graph_version) return;
   throw NotImplementedError(fmt::format(
-      "{}: input {} (shape {}) shares its storage with a tensor that an in-place operation "
-      "recorded by autograd wrote after this {} was made, so its gradient would skip that write; "
-      "take the view after the in-place op, or write into a clone (regenerating a view's "
-      "grad_fn over an in-place write of its base is not supported yet)",
+      "{}: input {} (shape {}) shares its storage with another tensor (its base or a view of "
+      "it) that an in-place operation recorded by autograd wrote after this {} was made, so "
+      "its gradient would skip that write. Use the tensor that was written, or a view taken "
+      "after the write, or build the result out of place (cat, stack, or writing into a clone "
+      "that nothing else views); regenerating the history of the other tensors on a written "
+      "storage (PyTorch's CopySlices) is not supported yet",
       what, index, shape_str(t.shape()), impl.is_view ? "view" : "tensor"));
 }
 

@@ -158,6 +158,9 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     for (auto& m : out_metas) {
       auto impl = std::make_shared<TensorImpl>(inputs[0].storage(), std::move(m));
       impl->is_view = true;
+      // A view of a tensor outside the graph (detached) is outside it too
+      // (Note [views and in-place writes]).
+      impl->detached = inputs[0].impl()->detached && !inputs[0].requires_grad();
       outs.emplace_back(std::move(impl));
     }
     autograd::record(op, attrs, inputs, outs);
@@ -245,18 +248,26 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     Storage& s = *outs[0].storage();
     ++s.version;
     if (old_version != nullptr) {
-      // Autograd sees input 0 as it was before the write.
+      // Autograd sees input 0, and any other input on the same storage
+      // (h.mul_(h), h.mul_(h.view(...)), h.mul_(h.detach())), as it was
+      // before the write: backward must read the old values, not the new.
       autograd_inputs.assign(inputs.begin(), inputs.end());
-      auto old_impl = std::make_shared<TensorImpl>(old_version, inputs[0].meta());
-      // ...with its autograd identity, so the backward node links to the
-      // producer of the old value (else the gradient skips the write).
-      if (const AutogradMeta* am = inputs[0].impl()->autograd.get()) {
-        old_impl->autograd = std::make_unique<AutogradMeta>();
-        old_impl->autograd->requires_grad = am->requires_grad;
-        old_impl->autograd->grad_fn = am->grad_fn;
-        old_impl->autograd->output_nr = am->output_nr;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].storage().get() != &s) continue;
+        const TensorImpl& in = *inputs[i].impl();
+        auto old_impl = std::make_shared<TensorImpl>(old_version, in.meta);
+        old_impl->is_view = in.is_view;
+        old_impl->detached = in.detached;
+        // ...with its autograd identity, so the backward node links to the
+        // producer of the old value (else the gradient skips the write).
+        if (const AutogradMeta* am = in.autograd.get()) {
+          old_impl->autograd = std::make_unique<AutogradMeta>();
+          old_impl->autograd->requires_grad = am->requires_grad;
+          old_impl->autograd->grad_fn = am->grad_fn;
+          old_impl->autograd->output_nr = am->output_nr;
+        }
+        autograd_inputs[i] = Tensor(std::move(old_impl));
       }
-      autograd_inputs[0] = Tensor(std::move(old_impl));
       // Note [mutation]: a write in grad mode (an activation updated during
       // the forward) stays replayable from the old version. A write outside
       // grad mode is a state update (optimizer step, running statistics): the

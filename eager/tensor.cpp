@@ -80,10 +80,15 @@ void* Tensor::raw_data_ptr() const {
   // outside grad mode. Lineage that reads the current bytes keeps them (as an
   // older version), and the storage becomes a constant: its own lineage
   // would rebuild it without the write.
+  // The program may keep the pointer and write through it again at any
+  // time (a staging buffer): from now on the bytes change behind the
+  // runtime's back, as a from_blob buffer's do (Note [borrowed storage]), so
+  // no lineage may read them later.
   try {
     rt.before_mutation(storage);
     ++s->version;
     rt.register_constant(*s);
+    s->borrowed = true;
   } catch (...) {
     rt.release({&s, 1});
     throw;

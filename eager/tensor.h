@@ -139,7 +139,10 @@ class Tensor {
   /// evicted, and its version is bumped — a tensor saved for backward then
   /// reports the write at backward, as after an in-place op. Because the
   /// storage is a constant, the pointer stays valid while any tensor on it
-  /// lives. To read without these effects use const_data_ptr. Throws
+  /// lives, and since the program may keep it and write again later, the
+  /// storage is treated as a from_blob buffer from then on (Note [borrowed
+  /// storage]): results of ops that read it directly are kept as constants,
+  /// never rebuilt from bytes that may have changed. To read without these effects use const_data_ptr. Throws
   /// TypeError when T is not the tensor's dtype, ValueError on an undefined
   /// tensor.
   template <typename T>

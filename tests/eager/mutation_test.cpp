@@ -211,3 +211,62 @@ TEST(ViewBeforeWrite, WritesOutsideAutogradKeepViewsUsable) {
 
 }  // namespace
 }  // namespace dtr
+
+namespace dtr {
+namespace {
+
+using dtr::testing::allclose;
+
+// A pointer from data_ptr kept and written through again later (a staging
+// buffer): what was computed from the earlier bytes keeps its value under a
+// budget, as for a from_blob buffer (Note [borrowed storage]).
+TEST(Mutation, CachedDataPtrWrittenLaterChangesNoEarlierResult) {
+  remat::set_memory_budget(int64_t(1) << 20);
+  Tensor x = zeros({16384});
+  float* p = x.data_ptr<float>();
+  for (int i = 0; i < 16384; ++i) p[i] = 1.f;
+  Tensor y = x.exp();
+  const float before = y.sum().item<float>();
+  for (int i = 0; i < 16384; ++i) p[i] = 2.f;
+  const int64_t evictions = remat::stats().evictions;
+  {
+    std::vector<Tensor> held;
+    for (int i = 0; i < 40; ++i) held.push_back(randn({16384}) + 1.0);
+  }
+  EXPECT_GT(remat::stats().evictions, evictions);
+  EXPECT_EQ(y.sum().item<float>(), before);
+  EXPECT_EQ(x.sum().item<float>(), 2.f * 16384);
+  remat::set_memory_budget(std::nullopt);
+}
+
+// An in-place op whose other operand is the tensor written (or a view or a
+// detached alias of it): backward reads the values from before the write.
+TEST(Mutation, InPlaceWithAnAliasedOperandGetsTheOldValues) {
+  auto run = [](int c) {
+    Tensor w = from_vector<float>({-1, 2, -3, 4}).requires_grad_();
+    Tensor h = w * 1.0;
+    if (c == 0) h.mul_(h);
+    if (c == 1) h.mul_(h.view({4}));
+    if (c == 2) h.div_(h);
+    if (c == 3) h.mul_(h.detach());
+    h.sum().backward();
+    return w.grad();
+  };
+  EXPECT_TRUE(allclose(run(0), {-2, 4, -6, 8}));  // d(h*h)/dw = 2w
+  EXPECT_TRUE(allclose(run(1), {-2, 4, -6, 8}));
+  EXPECT_TRUE(allclose(run(2), {0, 0, 0, 0}));
+  EXPECT_TRUE(allclose(run(3), {-1, 2, -3, 4}));   // the detached factor is the old h
+}
+
+// A view of a detached tensor is outside the graph: never stale.
+TEST(ViewBeforeWrite, ViewOfADetachedTensorIsNotStale) {
+  Tensor w = from_vector<float>({-1, 2, -3, 4}).requires_grad_();
+  Tensor h = w * 1.0;
+  Tensor d = h.detach().view({2, 2});
+  h.relu_();
+  (h.view({2, 2}) * d).sum().backward();
+  EXPECT_TRUE(allclose(w.grad(), {0, 2, 0, 4}));  // PyTorch 1.13
+}
+
+}  // namespace
+}  // namespace dtr

@@ -86,17 +86,29 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
   DTR_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
             "arange: upper bound and larger bound inconsistent with step sign (start {}, end {}, step {})",
             s, e, st);
+  if (integral) {
+    // Counted in integers: beyond 2^53 a double miscounts (2^53+1 to 2^53+4
+    // is 3 elements, not 4). The signs agree (checked above), so the
+    // quotient is >= 0 and rounding it up is ceil.
+    const __int128 diff = __int128(end.to_int()) - __int128(start.to_int());
+    const int64_t istep = step.to_int();
+    DTR_CHECK((istep > 0 && diff >= 0) || (istep < 0 && diff <= 0), ValueError,
+              "arange: upper bound and larger bound inconsistent with step sign (start {}, end {}, "
+              "step {})",
+              start.to_int(), end.to_int(), istep);
+    __int128 q = diff / istep;
+    if (diff % istep != 0) ++q;
+    DTR_CHECK(q < __int128(kMaxNumel), ValueError,
+              "arange: the elements from {} to {} by {} are too many (2^60 or more)", start.to_int(),
+              end.to_int(), istep);
+    return factory("arange", {int64_t(q)}, o,
+                   Attrs{{"start", s}, {"step", st}, {"int_start", start.to_int()}, {"int_step", istep}});
+  }
   const double count = std::ceil((e - s) / st);
   // Checked as a double: converting one beyond int64 would be undefined.
   DTR_CHECK(count < double(kMaxNumel), ValueError,
             "arange: {} elements from {} to {} by {} are too many (2^60 or more)", count, s, e, st);
-  Attrs a{{"start", s}, {"step", st}};
-  // Integers keep every bit (a double holds only 53), as in PyTorch.
-  if (integral) {
-    a.set("int_start", start.to_int());
-    a.set("int_step", step.to_int());
-  }
-  return factory("arange", {int64_t(count)}, o, std::move(a));
+  return factory("arange", {int64_t(count)}, o, Attrs{{"start", s}, {"step", st}});
 }
 
 Tensor rand(IntList shape, TensorOptions o) {

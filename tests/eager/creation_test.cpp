@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,14 @@ TEST(CreationDtype, IntegerArangeIsExactBeyondTwoToThe53) {
   EXPECT_EQ(arange(base, base + 4).to_vector<int64_t>(),
             (std::vector<int64_t>{base, base + 1, base + 2, base + 3}));
   EXPECT_EQ(arange(5, -3, -2).to_vector<int64_t>(), (std::vector<int64_t>{5, 3, 1, -1}));
+  // The count is exact too (a double count gave 4 elements, or none beyond 2^55).
+  for (int shift : {53, 54, 55, 62}) {
+    const int64_t b = int64_t{1} << shift;
+    EXPECT_EQ(arange(b + 1, b + 4).to_vector<int64_t>(), (std::vector<int64_t>{b + 1, b + 2, b + 3}));
+  }
+  const int64_t top = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(arange(top - 2, top).to_vector<int64_t>(), (std::vector<int64_t>{top - 2, top - 1}));
+  EXPECT_THROW(arange(top, top - 1), ValueError);
   EXPECT_THROW(arange(0.0, 1e30, 1e-10), ValueError);  // too many elements, not a wrapped count
 }
 

@@ -58,8 +58,13 @@ std::string Node::name() const {
 
 namespace {
 
+// Inputs past the mask's 32 bits (cat, stack of many tensors) are differentiable.
+bool nondiff_input(const OpDef& op, size_t i) {
+  return i < 32 && ((op.nondiff_inputs >> i) & 1u) != 0;
+}
+
 bool differentiable_input(const OpDef& op, size_t i, const Tensor& t) {
-  return t.requires_grad() && ((op.nondiff_inputs >> i) & 1u) == 0;
+  return t.requires_grad() && !nondiff_input(op, i);
 }
 
 std::shared_ptr<Node> accumulator_for(const Tensor& leaf) {
@@ -175,7 +180,7 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
   }
   if (is_grad_enabled() && op.backward != nullptr) {
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (((op.nondiff_inputs >> i) & 1u) == 0) check_not_stale(inputs[i], op.name, i);
+      if (!nondiff_input(op, i)) check_not_stale(inputs[i], op.name, i);
   }
   if (!will_record(op, inputs)) return;
   if (op.flags.inplace) {

@@ -33,7 +33,7 @@ double median(std::vector<double> v) {
 
 // The recompute cost the runtime recorded for the storage behind `t`.
 double recorded_cost(const Tensor& t) {
-  const auto& producer = t.storage()->producer;
+  const dtr::remat::Node* producer = dtr::remat::producer(*t.storage());
   return producer ? producer->cost_seconds : 0.0;
 }
 

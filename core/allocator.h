@@ -1,4 +1,5 @@
-// The Allocator interface: one per device type, swappable (tests install fakes).
+// The Allocator interface: one per device (a backend's, core/backend.h), and
+// the provider a runtime gets them from (tests give a runtime their own).
 #pragma once
 
 #include <cstddef>
@@ -33,9 +34,14 @@ class Allocator {
   }
 };
 
-/// The allocator used for new storages on `type`. Never null for kCPU.
-Allocator* get_allocator(DeviceType type);
-/// Installs `alloc` for `type` (not owned); returns the previous one.
-Allocator* set_allocator(DeviceType type, Allocator* alloc);
+/// Where a runtime gets the allocator of each device's new storages
+/// (remat::Runtime's constructor; backend_allocators() in core/backend.h
+/// is the backends' own).
+class AllocatorProvider {
+ public:
+  virtual ~AllocatorProvider() = default;
+  /// Never null for a device that exists; throws DeviceError otherwise.
+  virtual Allocator* allocator(Device device) = 0;
+};
 
 }  // namespace dtr

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -37,11 +38,24 @@ class OutOfMemoryError : public Error {
  public:
   using Error::Error;
 };
+/// A device is absent or unusable: no backend for its type, no driver, or
+/// an index past the devices present (PyTorch raises RuntimeError here).
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
 /// A broken internal invariant: a bug in dtr, never the user's fault.
 class InternalError : public Error {
  public:
   using Error::Error;
 };
+
+/// Rethrows the exception being handled (call it inside a catch block) as
+/// the same dtr error type with `context` appended to its message, so a
+/// caller can add where an error happened without changing what a `catch`
+/// for its type sees. Exceptions that are not dtr::Error are rethrown as they
+/// are.
+[[noreturn]] void rethrow_with_context(std::string_view context);
 
 }  // namespace dtr
 

@@ -90,6 +90,7 @@ struct OpFlags {
   bool side_effect = false;       // never replayed; outputs never evicted
   bool collective = false;        // never replayed; outputs never evicted
   bool strided_inputs = false;    // kernel reads arbitrary strides (else dispatch makes inputs contiguous)
+  bool cross_device = false;      // output on another device: the backends' copies, no kernel
 };
 
 /// How autocast treats the op (PyTorch's autocast op lists).

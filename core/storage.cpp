@@ -3,7 +3,10 @@
 namespace dtr {
 
 Storage::~Storage() {
-  if (tracker != nullptr) tracker->on_storage_destroyed(*this);
+  // The hook first: the runtime accounts for the bytes still resident.
+  // (It may delete itself; hook_ is not read again.)
+  if (hook_ != nullptr) hook_->on_storage_destroyed(*this);
+  hook_ = nullptr;
   free_data();
 }
 

@@ -1,34 +1,37 @@
 // Storage: the bytes behind one or more tensors, and the unit of eviction
 // (Note [unit of eviction]). Views are metadata over a storage; the bytes may
 // come and go (eviction, rematerialization) while the Storage object stays.
+//
+// A Storage holds its bytes, device, versions and handle count, nothing
+// else. What a runtime keeps about it (lineage, residency, locks, the
+// eviction policy's bookkeeping) is the runtime's own per-storage state,
+// opaque here (remat/storage_state.h; Note [policy apart from mechanism]).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
-#include <utility>
-#include <vector>
 
 #include "core/allocator.h"
 #include "core/device.h"
 
 namespace dtr {
-namespace remat {
-struct Node;  // a lineage node, defined in remat/lineage.h
-}
 
 class Storage;
 
-/// Told when a storage's bytes go away for good, so a runtime that accounts
-/// for resident bytes (remat::Runtime) can forget it.
-class ResidencyTracker {
+/// The per-storage state of the runtime that accounts for a storage,
+/// opaque to core/. Told when the storage goes away for good, so the runtime
+/// can forget it; it owns its own lifetime.
+class StorageHook {
  public:
-  virtual ~ResidencyTracker() = default;
   virtual void on_storage_destroyed(Storage& s) = 0;
+
+ protected:
+  ~StorageHook() = default;
 };
 
 class Storage {
  public:
+  /// `nbytes` bytes on `device`, not yet resident.
   Storage(int64_t nbytes, Device device) : nbytes_(nbytes), device_(device) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -48,7 +51,10 @@ class Storage {
   /// Frees the bytes (eviction); metadata and lineage stay.
   void free_data();
 
-  // --- bookkeeping shared by eager/ and remat/ ---------------------------
+  /// The runtime's state for this storage (null until a runtime sees it).
+  StorageHook* hook() const { return hook_; }
+  void set_hook(StorageHook* h) { hook_ = h; }
+
   /// Bumped by every in-place write; autograd's saved-tensor check and
   /// Note [mutation] read it.
   uint64_t version = 0;
@@ -57,43 +63,15 @@ class Storage {
   /// such a write, other than the one written, holds a stale grad_fn
   /// (TensorImpl::graph_version; Note [views and in-place writes]).
   uint64_t graph_version = 0;
-  /// The op that produced these bytes; null for constants (parameters, data
-  /// loaded from outside). Note [what may be evicted].
-  std::shared_ptr<remat::Node> producer;
   /// Number of live user-facing tensor handles on this storage.
   std::atomic<int32_t> handle_count{0};
-  /// >0 while an op is using the bytes; locked storages are never evicted.
-  int32_t lock_count = 0;
-  /// Logical clock tick of the last access (Note [scores]).
-  int64_t last_access = 0;
-  /// Position in the runtime's evictable pool, or -1.
-  int64_t pool_index = -1;
-  /// Constants (no replayable producer) are never evicted.
-  bool pinned = false;
-  /// The bytes may change behind the runtime's back: they are the user's
-  /// (from_blob), or a writable pointer to them was handed out (data_ptr),
-  /// which the program may keep and write through later. Lineage never reads
-  /// them later. A node that reads a
-  /// borrowed storage gets no lineage: its outputs are pinned constants
-  /// (Note [borrowed storage], remat/runtime.cpp).
-  bool borrowed = false;
-  ResidencyTracker* tracker = nullptr;
-  /// Hash of the bytes when first computed (DTR_VERIFY); 0 = none.
-  uint64_t verify_hash = 0;
-  /// Lineage nodes that read this storage (Note [mutation] needs them).
-  std::vector<std::weak_ptr<remat::Node>> consumers;
-  /// Eviction-policy bookkeeping (remat/policy.cpp, h_DTR^eq): the
-  /// union-find class while evicted, or -1; while resident, the evicted
-  /// neighbours and the class each had when it was evicted (pointers are
-  /// compared, never followed).
-  int32_t remat_class = -1;
-  std::vector<std::pair<const Storage*, int32_t>> evicted_neighbours;
 
  private:
   int64_t nbytes_;
   Device device_;
   void* data_ = nullptr;
   Allocator* allocator_ = nullptr;
+  StorageHook* hook_ = nullptr;
 };
 
 }  // namespace dtr

@@ -214,12 +214,5 @@ CachingHostAllocator& host_allocator() {
   return *a;
 }
 
-namespace {
-// Installed when libdtr is loaded, before any storage can exist.
-[[maybe_unused]] const bool g_installed = [] {
-  set_allocator(kCPU, &host_allocator());
-  return true;
-}();
-}  // namespace
 
 }  // namespace dtr::cpu

@@ -118,8 +118,8 @@ class CachingHostAllocator final : public Allocator {
   HostCacheStats stats_;
 };
 
-/// The process-wide instance; installed as the kCPU allocator when libdtr is
-/// loaded (tests may install their own over it with set_allocator).
+/// The process-wide instance: the CPU backend's allocator (cpu/backend.cpp;
+/// a test gives a runtime its own through an AllocatorProvider).
 CachingHostAllocator& host_allocator();
 
 }  // namespace dtr::cpu

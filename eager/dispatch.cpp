@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include <absl/container/inlined_vector.h>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "eager/autocast.h"
 #include "eager/autograd.h"
@@ -28,7 +30,13 @@ TensorArg make_arg(Storage& s, const TensorMeta& m) {
   return a;
 }
 
+// Note [cross-device copies]: to_device's "kernel" is the backends' copy.
+void copy_across(const TensorArg& in, Device in_device, const TensorArg& out, Device out_device) {
+  copy_bytes(out_device, out.data, in_device, in.data, size_t(out.numel() * itemsize(out.dtype)));
+}
+
 KernelFn kernel_for(const OpDef& op, Device device) {
+  if (op.flags.cross_device) return nullptr;
   KernelFn k = op.kernels[size_t(device.type)];
   DTR_CHECK(k != nullptr, NotImplementedError, "{}: no kernel for device {}", op.name,
             device.str());
@@ -63,19 +71,8 @@ void apply_autocast(const OpDef& op, std::span<const Tensor> in, std::vector<Ten
 }  // namespace
 
 double estimate_seconds(const OpCost& cost, Device device) {
-  // A simple roofline (Note [scores]): time = max(flops / peak, bytes / bandwidth).
-  const bool gpu = device.is_cuda();
-  // CPU: one core's single-precision GEMM rate (AVX-512, measured by
-  // benchmarks/cost_model) and a bandwidth between cache-hot (~100 GB/s)
-  // and DRAM streaming for one core.
-  const double peak_flops = gpu ? 50e12 : 90e9;
-  const double bandwidth = gpu ? 3e12 : 30e9;
-  return std::max((cost.flops + cost.scalar_flops) / peak_flops, cost.bytes / bandwidth) + 1e-7;  // + launch overhead
-}
-
-DeviceCopyFn device_copy_fn(DeviceType device) {
-  if (device == kCPU) return [](void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); };
-  return nullptr;
+  // The device's roofline (Note [scores]): max(flops / peak, bytes / bandwidth) + launch.
+  return backend(device).roofline(device.index).seconds(cost.flops + cost.scalar_flops, cost.bytes);
 }
 
 void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* const> outputs) const {
@@ -89,8 +86,8 @@ void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* con
   for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*inputs[i], r.input_metas[i]));
   if (r.inplace) {
     // Rebuild the whole storage: old version, then the write.
-    const auto copy = device_copy_fn(outputs[0]->device().type);
-    copy(outputs[0]->data(), inputs[0]->data(), size_t(outputs[0]->nbytes()));
+    copy_bytes(outputs[0]->device(), outputs[0]->data(), inputs[0]->device(), inputs[0]->data(),
+               size_t(outputs[0]->nbytes()));
     out_args.push_back(make_arg(*outputs[0], r.output_metas[0]));
     in_args[0] = out_args[0];
   } else {
@@ -100,7 +97,11 @@ void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* con
   KernelContext ctx{in_args, out_args, r.attrs, r.rng};
   const KernelFn k = r.op->kernels[size_t(r.output_metas[0].device.type)];
   try {
-    k(ctx);
+    if (r.op->flags.cross_device) {
+      copy_across(in_args[0], r.input_metas[0].device, out_args[0], r.output_metas[0].device);
+    } else {
+      k(ctx);
+    }
   } catch (...) {
     set_autocast_state(saved);
     throw;
@@ -109,7 +110,7 @@ void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* con
 }
 
 const OpRecord* lineage_of(const Tensor& t) {
-  const auto& node = t.storage()->producer;
+  const remat::Node* node = remat::producer(*t.storage());
   if (!node) return nullptr;
   const Replay* r = node->recompute.target<Replay>();
   return r ? r->record.get() : nullptr;
@@ -218,9 +219,9 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
     // 4. Allocate outputs through the budget (evicting as needed).
     const bool lineage = rt.lineage_enabled();
     for (auto& m : out_metas) {
-      auto s = std::make_shared<Storage>(m.numel() * itemsize(m.dtype), device);
-      s->pinned = !lineage;
+      auto s = remat::new_storage(m.numel() * itemsize(m.dtype), device);
       rt.allocate(*s);  // locked until step 6
+      if (!lineage) rt.register_constant(*s);
       out_storages.push_back(s.get());
       outs.emplace_back(std::make_shared<TensorImpl>(std::move(s), m));
     }
@@ -230,13 +231,18 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*in_storages[i], in_metas[i]));
   for (size_t i = 0; i < outs.size(); ++i) out_args.push_back(make_arg(*out_storages[i], outs[i].meta()));
   const bool measure = rt.cost_model() == CostModel::kMeasured;
-  const auto kernel_start = measure ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  // DTR_COST=measured: the device's own timer (events on a GPU).
+  std::optional<DeviceTimer> timer;
+  if (measure) timer.emplace(device);
   {
     KernelContext ctx{in_args, out_args, attrs, record->rng};
-    kernel(ctx);
+    if (op.flags.cross_device) {
+      copy_across(in_args[0], in_metas[0].device, out_args[0], device);
+    } else {
+      kernel(ctx);
+    }
   }
-  const double kernel_seconds =
-      measure ? std::chrono::duration<double>(std::chrono::steady_clock::now() - kernel_start).count() : 0.0;
+  const double kernel_seconds = timer ? timer->elapsed() : 0.0;
 
   // The lineage node: op, attributes, inputs, outputs, RNG, autocast, grad mode, cost.
   record->input_metas.assign(in_metas.begin(), in_metas.end());
@@ -272,7 +278,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
       // the forward) stays replayable from the old version. A write outside
       // grad mode is a state update (optimizer step, running statistics): the
       // storage becomes a constant, so lineage does not grow over steps.
-      if (!s.pinned && record->grad_mode) {
+      if (!remat::is_constant(s) && record->grad_mode) {
         node = std::make_shared<remat::Node>();
         node->inputs.push_back(old_version);
         for (size_t i = 1; i < inputs.size(); ++i) {

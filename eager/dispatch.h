@@ -25,12 +25,9 @@ inline Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, A
 ///   static const OpDef& op = dtr::op("add");
 const OpDef& op(std::string_view name);
 
-/// Seconds one call is estimated to take on `device` (Note [scores]).
+/// Seconds one call is estimated to take on `device`, by its backend's
+/// roofline (Note [scores]).
 double estimate_seconds(const OpCost& cost, Device device);
-
-/// Byte copy within `device` (null where the backend is absent).
-using DeviceCopyFn = void (*)(void* dst, const void* src, size_t nbytes);
-DeviceCopyFn device_copy_fn(DeviceType device);
 
 /// Makes every op row and kernel known (idempotent; called by op()).
 void ensure_ops_registered();

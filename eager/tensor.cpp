@@ -47,8 +47,8 @@ bool Tensor::is_contiguous() const { return dtr::is_contiguous(shape(), strides(
 namespace detail {
 void copy_elements_out(const Tensor& t, DType out_dtype, void* out) {
   DTR_CHECK(t.defined(), ValueError, "to_vector: tensor is undefined");
-  DTR_CHECK(t.device().is_cpu(), NotImplementedError,
-            "to_vector: tensor is on {}; call .cpu() first", t.device().str());
+  // Another device's bytes come to the host through the copy op (its backend's copy).
+  if (!t.device().is_cpu()) return copy_elements_out(t.to(Device(kCPU)), out_dtype, out);
   Storage* s = t.storage().get();
   remat::Runtime& rt = remat::Runtime::global();
   rt.acquire({&s, 1});
@@ -87,8 +87,7 @@ void* Tensor::raw_data_ptr() const {
   try {
     rt.before_mutation(storage);
     ++s->version;
-    rt.register_constant(*s);
-    s->borrowed = true;
+    rt.mark_borrowed(*s);
   } catch (...) {
     rt.release({&s, 1});
     throw;
@@ -101,7 +100,7 @@ std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   std::string out = fmt::format("Tensor(shape={}, dtype={}, device={}", shape_str(shape()),
                                 dtype_name(dtype()), device().str());
-  if (numel() <= 16 && device().is_cpu()) {
+  if (numel() <= 16) {
     if (is_floating_point()) {
       out += fmt::format(", values=[{}]", fmt::join(to_vector<double>(), ", "));
     } else {

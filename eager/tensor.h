@@ -190,6 +190,12 @@ class Tensor {
 
   // ---- conversions ---------------------------------------------------------
   Tensor to(DType t) const;
+  /// A copy on device `d` (this tensor itself when it is there already),
+  /// through the registry op "to_device": recorded in lineage (a copy
+  /// evicted on `d` is rebuilt from this one) and differentiable (the
+  /// gradient comes back to this device). Same shape and dtype, contiguous.
+  /// Throws DeviceError when `d` does not exist (no backend for its type, no
+  /// driver, an index past the devices present). PyTorch: Tensor.to(device).
   Tensor to(Device d) const;
   Tensor to(DeviceType d) const { return to(Device(d)); }
   Tensor contiguous() const;

@@ -9,14 +9,26 @@
 
 namespace dtr::remat {
 
-double local_cost(const Storage& s) { return s.producer ? s.producer->cost_seconds : 0.0; }
+double local_cost(const Storage& s) {
+  const Node* p = producer(s);
+  return p ? p->cost_seconds : 0.0;
+}
+
+namespace {
+StorageState& st(Storage& s) { return state(s); }
+const StorageState& st(const Storage& s) {
+  static const StorageState kNone;  // a storage no runtime has seen: no lineage
+  const StorageState* p = find_state(s);
+  return p ? *p : kNone;
+}
+}  // namespace
 
 void CandidatePool::fill(Candidate& c, Storage& s) {
   c.s = &s;
   c.cost = local_cost(s);
   c.nbytes = s.nbytes();
-  c.last_access = s.last_access;
-  const auto& en = s.evicted_neighbours;
+  c.last_access = st(s).last_access;
+  const auto& en = st(s).policy.evicted_neighbours;
   if (en.size() <= size_t(Candidate::kInline)) {
     c.n_classes = int32_t(en.size());
     for (size_t i = 0; i < en.size(); ++i) c.classes[i] = en[i].second;
@@ -26,24 +38,27 @@ void CandidatePool::fill(Candidate& c, Storage& s) {
 }
 
 void CandidatePool::add(Storage& s) {
-  if (s.pool_index >= 0) return sync(s);
-  s.pool_index = int64_t(items_.size());
+  StorageState& state = st(s);
+  if (state.pool_index >= 0) return sync(s);
+  state.pool_index = int64_t(items_.size());
   fill(items_.emplace_back(), s);
 }
 
 void CandidatePool::remove(Storage& s) {
-  if (s.pool_index < 0) return;
-  const auto i = size_t(s.pool_index);
+  StorageState& state = st(s);
+  if (state.pool_index < 0) return;
+  const auto i = size_t(state.pool_index);
   if (i + 1 != items_.size()) {
     items_[i] = items_.back();
-    items_[i].s->pool_index = int64_t(i);
+    st(*items_[i].s).pool_index = int64_t(i);
   }
   items_.pop_back();
-  s.pool_index = -1;
+  state.pool_index = -1;
 }
 
 void CandidatePool::sync(Storage& s) {
-  if (s.pool_index >= 0) fill(items_[size_t(s.pool_index)], s);
+  const int64_t i = st(s).pool_index;
+  if (i >= 0) fill(items_[size_t(i)], s);
 }
 
 namespace {
@@ -57,10 +72,11 @@ double bytes(const Candidate& c) { return double(std::max<int64_t>(c.nbytes, 1))
 // outputs of the nodes that read it.
 template <typename F>
 void for_each_neighbour(const Storage& s, F&& f) {  // f(Storage&)
-  if (s.producer) {
-    for (const auto& in : s.producer->inputs) f(*in);
+  const StorageState& state = st(s);
+  if (state.producer) {
+    for (const auto& in : state.producer->inputs) f(*in);
   }
-  for (const auto& w : s.consumers) {
+  for (const auto& w : state.consumers) {
     if (auto n = w.lock()) {
       for (const auto& ow : n->outputs)
         if (auto o = ow.lock()) f(*o);
@@ -69,7 +85,8 @@ void for_each_neighbour(const Storage& s, F&& f) {  // f(Storage&)
 }
 
 bool evicted(const Storage& s) {
-  return !s.resident() && s.producer != nullptr && s.producer->replayable;
+  const Node* p = producer(s);
+  return !s.resident() && p != nullptr && p->replayable;
 }
 
 class LocalPolicy final : public EvictionPolicy {
@@ -125,15 +142,15 @@ class MspsPolicy final : public EvictionPolicy {
     double cost = c.cost;
     seen_.clear();
     stack_.clear();
-    if (s.producer)
-      for (const auto& in : s.producer->inputs)
+    if (const Node* p = producer(s))
+      for (const auto& in : p->inputs)
         if (evicted(*in) && seen_.insert(in.get()).second) stack_.push_back(in.get());
     while (!stack_.empty()) {
       const Storage* u = stack_.back();
       stack_.pop_back();
       cost += local_cost(*u);
-      if (u->producer)
-        for (const auto& in : u->producer->inputs)
+      if (const Node* p = producer(*u))
+        for (const auto& in : p->inputs)
           if (evicted(*in) && seen_.insert(in.get()).second) stack_.push_back(in.get());
     }
     return (cost + 1e-12) / bytes(c);
@@ -148,10 +165,12 @@ class MspsPolicy final : public EvictionPolicy {
 // the summed cost of their members; the evicted neighbourhood of t is
 // approximated by the distinct classes of t's evicted neighbours. Each
 // resident storage keeps the list of its evicted neighbours' classes
-// (Storage::evicted_neighbours), updated when a neighbour is evicted or comes
+// (PolicyState::evicted_neighbours), updated when a neighbour is evicted or comes
 // back, so a score reads the candidate and the class table only: no graph
 // walk and no hash lookup per decision.
 class DtrEqPolicy final : public EvictionPolicy {
+  static PolicyState& ps(Storage& s) { return state(s).policy; }
+
  public:
   double score(const Candidate& c, int64_t now) override {
     double cost = c.cost;
@@ -171,7 +190,7 @@ class DtrEqPolicy final : public EvictionPolicy {
       }
     } else {
       roots_.clear();
-      for (const auto& [n, cls] : c.s->evicted_neighbours) {
+      for (const auto& [n, cls] : st(*c.s).policy.evicted_neighbours) {
         if (size_t(cls) >= classes_.size()) continue;
         const int32_t r = find(cls);
         if (std::find(roots_.begin(), roots_.end(), r) == roots_.end()) {
@@ -183,30 +202,30 @@ class DtrEqPolicy final : public EvictionPolicy {
     return (cost + 1e-12) / (bytes(c) * staleness(c, now));
   }
 
-  void on_evict(Storage& s, CandidatePool& pool) override {
-    if (s.remat_class >= 0) return;
+  void on_evict(Storage& s, CandidateSync& pool) override {
+    if (ps(s).remat_class >= 0) return;
     const int32_t id = new_class(local_cost(s));
-    s.remat_class = id;
-    s.evicted_neighbours.clear();
+    ps(s).remat_class = id;
+    ps(s).evicted_neighbours.clear();
     members_.insert(&s);
     for_each_neighbour(s, [&](Storage& n) {
-      if (n.remat_class >= 0) {
-        unite(id, n.remat_class);
+      if (ps(n).remat_class >= 0) {
+        unite(id, ps(n).remat_class);
       } else {
-        n.evicted_neighbours.emplace_back(&s, id);
+        ps(n).evicted_neighbours.emplace_back(&s, id);
         pool.sync(n);
       }
     });
   }
 
-  void on_rematerialize(Storage& s, CandidatePool& pool) override {
+  void on_rematerialize(Storage& s, CandidateSync& pool) override {
     leave(s, pool);
-    s.evicted_neighbours.clear();
+    ps(s).evicted_neighbours.clear();
     for_each_neighbour(s, [&](Storage& n) {
-      if (n.remat_class >= 0) s.evicted_neighbours.emplace_back(&n, n.remat_class);
+      if (ps(n).remat_class >= 0) ps(s).evicted_neighbours.emplace_back(&n, ps(n).remat_class);
     });
   }
-  void on_destroy(Storage& s, CandidatePool& pool) override { leave(s, pool); }
+  void on_destroy(Storage& s, CandidateSync& pool) override { leave(s, pool); }
 
  private:
   struct Class {
@@ -241,11 +260,11 @@ class DtrEqPolicy final : public EvictionPolicy {
   // the other members and loses this one's cost (the paper keeps classes
   // unsplit; subtracting the cost keeps scores from drifting upwards), and
   // its resident neighbours forget it.
-  void leave(Storage& s, CandidatePool& pool) {
-    if (s.remat_class < 0) return;
-    const int32_t r = find(s.remat_class);
+  void leave(Storage& s, CandidateSync& pool) {
+    if (ps(s).remat_class < 0) return;
+    const int32_t r = find(ps(s).remat_class);
     classes_[size_t(r)].cost = std::max(0.0, classes_[size_t(r)].cost - local_cost(s));
-    s.remat_class = -1;
+    ps(s).remat_class = -1;
     members_.erase(&s);
     for_each_neighbour(s, [&](Storage& n) { forget(n, &s, pool); });
     if (members_.empty()) {
@@ -255,8 +274,8 @@ class DtrEqPolicy final : public EvictionPolicy {
     }
   }
 
-  static void forget(Storage& n, const Storage* gone, CandidatePool& pool) {
-    auto& en = n.evicted_neighbours;
+  static void forget(Storage& n, const Storage* gone, CandidateSync& pool) {
+    auto& en = ps(n).evicted_neighbours;
     const auto it = std::remove_if(en.begin(), en.end(), [&](const auto& p) { return p.first == gone; });
     if (it == en.end()) return;
     en.erase(it, en.end());
@@ -265,19 +284,19 @@ class DtrEqPolicy final : public EvictionPolicy {
 
   // Recomputes the classes, and the resident neighbours' lists, from the
   // evicted storages alone.
-  void rebuild(CandidatePool& pool) {
+  void rebuild(CandidateSync& pool) {
     classes_.clear();
-    for (Storage* u : members_) u->remat_class = new_class(local_cost(*u));
+    for (Storage* u : members_) ps(*u).remat_class = new_class(local_cost(*u));
     for (Storage* u : members_) {
       for_each_neighbour(*u, [&](Storage& n) {
-        if (n.remat_class >= 0) unite(u->remat_class, n.remat_class);
-        else n.evicted_neighbours.clear();
+        if (ps(n).remat_class >= 0) unite(ps(*u).remat_class, ps(n).remat_class);
+        else ps(n).evicted_neighbours.clear();
       });
     }
     for (Storage* u : members_) {
       for_each_neighbour(*u, [&](Storage& n) {
-        if (n.remat_class < 0) {
-          n.evicted_neighbours.emplace_back(u, u->remat_class);
+        if (ps(n).remat_class < 0) {
+          ps(n).evicted_neighbours.emplace_back(u, ps(*u).remat_class);
           pool.sync(n);
         }
       });

@@ -21,6 +21,7 @@
 
 #include "core/options.h"
 #include "core/storage.h"
+#include "remat/storage_state.h"
 
 namespace dtr::remat {
 
@@ -34,19 +35,30 @@ struct Candidate {
   int64_t nbytes = 0;       // m(t), bytes
   int64_t last_access = 0;  // logical clock tick
   /// Classes of the evicted neighbours (dtr_eq), inline; -1: more than
-  /// kInline, read s->evicted_neighbours.
+  /// kInline, read the storage's PolicyState::evicted_neighbours.
   int32_t n_classes = 0;
   static constexpr int kInline = 3;
   int32_t classes[kInline] = {};
 };
 
-/// The evictable pool; Storage::pool_index is a storage's position.
-class CandidatePool {
+/// Told when the fields a score reads changed for a resident storage, so its
+/// pool entry is copied again (the runtime routes it to the storage's own
+/// device pool; a test passes a CandidatePool).
+class CandidateSync {
+ public:
+  virtual void sync(Storage& s) = 0;
+
+ protected:
+  ~CandidateSync() = default;
+};
+
+/// One device's evictable pool; StorageState::pool_index is a storage's position.
+class CandidatePool final : public CandidateSync {
  public:
   void add(Storage& s);
   void remove(Storage& s);
   /// Re-copies the policy's fields of `s` when it is in the pool.
-  void sync(Storage& s);
+  void sync(Storage& s) override;
   size_t size() const { return items_.size(); }
   const Candidate& operator[](size_t i) const { return items_[i]; }
   auto begin() const { return items_.begin(); }
@@ -57,16 +69,21 @@ class CandidatePool {
   std::vector<Candidate> items_;
 };
 
+/// The eviction policy, apart from the mechanism (Note [policy apart from
+/// mechanism]): the runtime asks it to score candidates and tells it what
+/// happened; the policy keeps its own bookkeeping in StorageState::policy.
+/// A policy needs nothing global: tests drive one with hand-built storages
+/// and a CandidatePool.
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
   /// Lower is evicted first. `now` is the logical clock.
   virtual double score(const Candidate& c, int64_t now) = 0;
-  /// Bookkeeping hooks (equivalence classes). `pool` is told of resident
+  /// Bookkeeping hooks (equivalence classes). `pools` is told of resident
   /// storages whose evicted neighbourhood changed.
-  virtual void on_evict(Storage&, CandidatePool&) {}
-  virtual void on_rematerialize(Storage&, CandidatePool&) {}
-  virtual void on_destroy(Storage&, CandidatePool&) {}
+  virtual void on_evict(Storage&, CandidateSync&) {}
+  virtual void on_rematerialize(Storage&, CandidateSync&) {}
+  virtual void on_destroy(Storage&, CandidateSync&) {}
 };
 
 std::unique_ptr<EvictionPolicy> make_policy(Heuristic h);

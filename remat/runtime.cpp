@@ -9,8 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <unistd.h>
-
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
@@ -27,13 +25,6 @@ namespace dtr::remat {
 
 namespace {
 std::atomic<int64_t> g_live_nodes{0};
-
-int64_t device_memory_bytes(DeviceType) {
-  // CPU "device memory" is physical RAM; the CUDA backend reports its own.
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return int64_t(pages) * int64_t(page);
-}
 }  // namespace
 
 Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
@@ -68,17 +59,62 @@ CurrentOpScope::CurrentOpScope(std::string_view op_name) : previous_(t_current_o
 CurrentOpScope::~CurrentOpScope() { t_current_op = previous_; }
 std::string_view CurrentOpScope::current() { return t_current_op; }
 
-struct Runtime::Impl {
-  mutable std::recursive_mutex mu;
+// ---- per-storage state --------------------------------------------------------
+
+StorageState& state(Storage& s) {
+  if (s.hook() == nullptr) s.set_hook(new StorageState);  // deletes itself with the storage
+  return *static_cast<StorageState*>(s.hook());
+}
+
+namespace {
+// A storage and its state in one allocation. The storage is declared last
+// so it is destroyed first: its destructor tells the state, which is still
+// alive.
+struct StorageBlock {
+  StorageState st;
+  Storage storage;
+  StorageBlock(int64_t nbytes, Device device) : storage(nbytes, device) {
+    st.embedded = true;
+    storage.set_hook(&st);
+  }
+};
+}  // namespace
+
+std::shared_ptr<Storage> new_storage(int64_t nbytes, Device device) {
+  auto block = std::make_shared<StorageBlock>(nbytes, device);
+  Storage* s = &block->storage;
+  return std::shared_ptr<Storage>(std::move(block), s);
+}
+
+// Note [per-device memory]: one device's accounting.
+struct DeviceMemory {
+  Device device;
+  Runtime::Impl* rt = nullptr;
+  Allocator* alloc = nullptr;
   std::optional<int64_t> budget;
-  int64_t clock = 0;
   Stats stats;
-  /// Resident, unlocked storages that may be evicted (Note [what may be
-  /// evicted]): the eviction candidates. A storage leaves while locked.
+  /// Resident, unlocked storages of this device that may be evicted (Note
+  /// [what may be evicted]): the eviction candidates. A storage leaves while locked.
   CandidatePool pool;
-  /// Every storage whose bytes this runtime accounts for.
+  /// Every storage of this device whose bytes are accounted here.
   absl::flat_hash_set<Storage*> tracked;
-  std::array<CopyFn, kNumDeviceTypes> copy_fns{};
+};
+
+struct Runtime::Impl final : CandidateSync {
+  explicit Impl(AllocatorProvider& a) : allocators(a) {}
+
+  mutable std::recursive_mutex mu;
+  AllocatorProvider& allocators;
+  int64_t clock = 0;
+  /// One entry per device seen (a handful at most: found by a scan).
+  /// Mutable: a const query of a device not seen yet creates its entry.
+  mutable std::vector<std::unique_ptr<DeviceMemory>> devices;
+  /// The global runtime resolves DTR_MEMORY_BUDGET for each device as it
+  /// first sees it; other runtimes start unlimited.
+  bool budgets_from_options = false;
+  /// Some device has a budget: the policy's bookkeeping is kept (else it is
+  /// built when the first budget is set, reseat_policy).
+  bool any_budget = false;
   Heuristic heuristic = Heuristic::kDtrEq;
   std::unique_ptr<EvictionPolicy> policy = make_policy(Heuristic::kDtrEq);
   SampleMode sample = SampleMode::kSqrt;
@@ -96,33 +132,58 @@ struct Runtime::Impl {
   absl::flat_hash_map<const Storage*, uint64_t> trace_ids;
   uint64_t next_trace_id = 0;
 
+  // CandidateSync: a policy hook changed what a score of `s` reads; its
+  // entry is in its own device's pool.
+  void sync(Storage& s) override {
+    if (StorageState* st = static_cast<StorageState*>(s.hook()); st && st->memory) st->memory->pool.sync(s);
+  }
+
+  DeviceMemory& memory(Device d) const {
+    for (const auto& m : devices)
+      if (m->device == d) return *m;
+    return add_device(d);
+  }
+  DeviceMemory& add_device(Device d) const;
+
+  static StorageState& st(Storage& s) { return state(s); }
+  static const StorageState& st(const Storage& s) { return *find_state(s); }
+  static DeviceMemory* memory_of(const Storage& s) {
+    const StorageState* p = find_state(s);
+    return p ? p->memory : nullptr;
+  }
+
   void trace_event(std::string_view json) {
     if (trace) trace->write(json);
   }
-  void trace_counter() {
+  // Chrome counter tracks are keyed by name: the default device's is
+  // "memory", another device's "memory <device>".
+  void trace_counter(const DeviceMemory& m) {
     if (!trace) return;
+    const std::string name = m.device == default_device() ? std::string("memory")
+                                                           : fmt::format("memory {}", m.device.str());
     trace_event(fmt::format(
-        R"({{"name":"memory","ph":"C","ts":{:.3f},"pid":1,"tid":{},"args":{{"resident_bytes":{},"budget_bytes":{}}}}})",
-        trace_now_us(), trace_thread_id(), stats.resident_bytes, budget.value_or(0)));
+        R"({{"name":"{}","ph":"C","ts":{:.3f},"pid":1,"tid":{},"args":{{"resident_bytes":{},"budget_bytes":{}}}}})",
+        name, trace_now_us(), trace_thread_id(), m.stats.resident_bytes, m.budget.value_or(0)));
   }
   uint64_t trace_id(const Storage& s) {
-    if (s.tracker != owner) return 0;  // not accounted here (borrowed memory)
+    if (memory_of(s) == nullptr || memory_of(s)->rt != this) return 0;  // not accounted here
     auto [it, fresh] = trace_ids.try_emplace(&s, 0);
     if (fresh) it->second = ++next_trace_id;
     return it->second;
   }
   // An error the runtime throws, as an instant event, flushed at once: the
   // file must hold it even if nothing catches the error.
-  void trace_error(std::string_view kind, std::string_view message) {
+  void trace_error(std::string_view kind, std::string_view message, const DeviceMemory* m) {
     if (!trace) return;
     trace_event(fmt::format(
-        R"({{"name":"{}","cat":"error","ph":"i","s":"g","ts":{:.3f},"pid":1,"tid":{},"args":{{"message":"{}","resident_bytes":{},"budget_bytes":{}}}}})",
-        kind, trace_now_us(), trace_thread_id(), json_escape(message), stats.resident_bytes,
-        budget.value_or(0)));
+        R"({{"name":"{}","cat":"error","ph":"i","s":"g","ts":{:.3f},"pid":1,"tid":{},"args":{{"message":"{}","device":"{}","resident_bytes":{},"budget_bytes":{}}}}})",
+        kind, trace_now_us(), trace_thread_id(), json_escape(message),
+        m ? m->device.str() : std::string("?"), m ? m->stats.resident_bytes : 0,
+        m && m->budget ? *m->budget : 0));
     trace->flush();
   }
-  [[noreturn]] void throw_oom_error(std::string message) {
-    trace_error("OutOfMemoryError", message);
+  [[noreturn]] void throw_oom_error(std::string message, const DeviceMemory& m) {
+    trace_error("OutOfMemoryError", message, &m);
     throw OutOfMemoryError(std::move(message));
   }
   void open_trace(const std::string& path) {
@@ -142,38 +203,42 @@ struct Runtime::Impl {
   }
 
   static bool replayable(const Storage& s) {
-    return !s.pinned && s.producer != nullptr && s.producer->replayable;
+    const StorageState* p = find_state(s);
+    return p != nullptr && !p->pinned && p->producer != nullptr && p->producer->replayable;
   }
 
   void pool_add(Storage& s) {
-    if (s.lock_count > 0 || !replayable(s) || !s.resident()) return;
-    pool.add(s);
+    StorageState& state = st(s);
+    if (state.lock_count > 0 || !replayable(s) || !s.resident() || state.memory == nullptr) return;
+    state.memory->pool.add(s);
   }
-  void pool_remove(Storage& s) { pool.remove(s); }
+  void pool_remove(Storage& s) {
+    if (DeviceMemory* m = memory_of(s)) m->pool.remove(s);
+  }
 
   // Every lock and unlock goes through these: a locked storage is not a
   // candidate, so it leaves the pool, and comes back with its new last access.
   void lock(Storage& s) {
-    if (s.lock_count++ == 0) pool_remove(s);
+    if (st(s).lock_count++ == 0) pool_remove(s);
   }
   void unlock(Storage& s, int64_t now) {
-    --s.lock_count;
-    s.last_access = now;
-    if (s.lock_count == 0) pool_add(s);
+    StorageState& state = st(s);
+    --state.lock_count;
+    state.last_access = now;
+    if (state.lock_count == 0) pool_add(s);
   }
 
-  void track_bytes(Storage& s) {
-    stats.resident_bytes += s.nbytes();
-    stats.peak_bytes = std::max(stats.peak_bytes, stats.resident_bytes);
+  static void track_bytes(DeviceMemory& m, Storage& s) {
+    m.stats.resident_bytes += s.nbytes();
+    m.stats.peak_bytes = std::max(m.stats.peak_bytes, m.stats.resident_bytes);
   }
   void free_bytes(Storage& s) {
     pool_remove(s);
     if (s.resident()) {
-      stats.resident_bytes -= s.nbytes();
+      if (DeviceMemory* m = memory_of(s)) m->stats.resident_bytes -= s.nbytes();
       s.free_data();
     }
   }
-
 
   // Note [scores]: the policy's score; the lowest is evicted. With kSqrt,
   // a deterministic sample of ceil(sqrt(n)) candidates (the DTR paper's
@@ -183,7 +248,7 @@ struct Runtime::Impl {
   // come straight back (measured: train_gpt at 0.3 of its peak fails with a
   // pure sqrt(n) sample and runs with 128).
   static constexpr size_t kMinSample = 128;
-  Storage* choose_victim() {
+  Storage* choose_victim(const CandidatePool& pool) {
     const Candidate* best = nullptr;
     double best_score = 0;
     auto consider = [&](const Candidate& c) {
@@ -223,77 +288,92 @@ struct Runtime::Impl {
   // case free of that bookkeeping.
   void eager_free(Storage& s) {
     free_bytes(s);
-    if (budget) policy->on_evict(s, pool);
-    ++stats.eager_frees;
+    if (any_budget) policy->on_evict(s, *this);
+    if (DeviceMemory* m = memory_of(s)) ++m->stats.eager_frees;
   }
 
   // Rebuilds the policy's bookkeeping from scratch: every storage without
   // bytes that lineage can recompute joins its class.
   void reseat_policy() {
     policy = make_policy(heuristic);
-    for (Storage* s : tracked) {
-      s->remat_class = -1;
-      s->evicted_neighbours.clear();
-    }
-    for (Storage* s : tracked) {
-      if (!s->resident() && s->producer && s->producer->replayable) policy->on_evict(*s, pool);
-    }
-    for (Storage* s : tracked) pool.sync(*s);
+    reseat_policy_state();
+  }
+  void reseat_policy_state() {
+    for (const auto& m : devices)
+      for (Storage* s : m->tracked) st(*s).policy = PolicyState{};
+    for (const auto& m : devices)
+      for (Storage* s : m->tracked)
+        if (!s->resident() && replayable_lineage(*s)) policy->on_evict(*s, *this);
+    for (const auto& m : devices)
+      for (Storage* s : m->tracked) m->pool.sync(*s);
+  }
+  // Has a replayable producer (pinned or not).
+  static bool replayable_lineage(const Storage& s) {
+    const Node* p = producer(s);
+    return p != nullptr && p->replayable;
+  }
+
+  static std::string_view producer_name(const Storage& s) {
+    const Node* p = producer(s);
+    return p ? p->op_name : std::string_view("?");
   }
 
   void evict(Storage& s) {
-    debug_rate_limited(debug_limit, "evict storage {} ({} bytes, from {}): {} bytes resident, budget {} bytes",
-                       fmt::ptr(&s), s.nbytes(), s.producer ? s.producer->op_name : "?",
-                       stats.resident_bytes, budget.value_or(-1));
+    DeviceMemory& m = *memory_of(s);
+    debug_rate_limited(debug_limit, "evict storage {} ({} bytes, from {}) on {}: {} bytes resident, budget {} bytes",
+                       fmt::ptr(&s), s.nbytes(), producer_name(s), m.device.str(),
+                       m.stats.resident_bytes, m.budget.value_or(-1));
     free_bytes(s);
-    policy->on_evict(s, pool);
-    ++stats.evictions;
+    policy->on_evict(s, *this);
+    ++m.stats.evictions;
     if (trace) {
       trace_event(fmt::format(
           R"({{"name":"evict","cat":"remat","ph":"i","s":"t","ts":{:.3f},"pid":1,"tid":{},"args":{{"storage":{},"bytes":{},"op":"{}"}}}})",
-          trace_now_us(), trace_thread_id(), trace_id(s), s.nbytes(),
-          s.producer ? s.producer->op_name : "?"));
-      trace_counter();
+          trace_now_us(), trace_thread_id(), trace_id(s), s.nbytes(), producer_name(s)));
+      trace_counter(m);
     }
   }
 
+  // FNV-1a over the bytes, read through the backend: in place where the
+  // host can address device memory, else from a host copy.
   static uint64_t hash_bytes(const Storage& s) {
-    // FNV-1a over the bytes (CPU-visible storages only).
-    uint64_t h = 1469598103934665603ull;
+    const Backend& b = backend(s.device());
+    std::vector<unsigned char> host;
     const auto* p = static_cast<const unsigned char*>(s.data());
+    if (!b.host_accessible) {
+      host.resize(size_t(s.nbytes()));
+      b.copy_to_host(s.device().index, host.data(), s.data(), host.size());
+      if (b.synchronize) b.synchronize(s.device().index);
+      p = host.data();
+    }
+    uint64_t h = 1469598103934665603ull;
     for (int64_t i = 0; i < s.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
     return h | 1;  // never 0 (0 = no hash)
   }
 
   [[noreturn]] void verify_failed(const Storage& s) {
     std::string trail;
-    const Node* n = s.producer.get();
+    const Node* n = producer(s);
     for (int depth = 0; n != nullptr && depth < 16; ++depth) {
       trail += fmt::format("\n    {}{}", std::string(size_t(depth) * 2, ' '), n->op_name);
-      n = n->inputs.empty() || !n->inputs[0]->producer ? nullptr : n->inputs[0]->producer.get();
+      n = n->inputs.empty() ? nullptr : producer(*n->inputs[0]);
     }
     std::string message = fmt::format(
-        "DTR_VERIFY: rematerialized storage of {} bytes differs from its first computation "
+        "DTR_VERIFY: rematerialized storage of {} bytes on {} differs from its first computation "
         "(replay is not bitwise equal); op trail (producer first):{}\nplease report",
-        s.nbytes(), trail);
-    trace_error("InternalError", message);
+        s.nbytes(), s.device().str(), trail);
+    trace_error("InternalError", message, memory_of(s));
     throw InternalError(std::move(message));
   }
 
-  // " while running op 'matmul'", plus the rematerialization in progress
-  // (the chain of replays from the one being prepared to the storage that
-  // was asked for), for the OutOfMemoryError report.
-  std::string oom_context() const {
-    std::string out;
-    const std::string_view op = CurrentOpScope::current();
-    if (!op.empty()) out = fmt::format(" while running op '{}'", op);
-    if (remat_stack == nullptr || remat_stack->empty()) return out;
-    // From the top frame (the replay being prepared) down to the target.
+  // "replaying 'exp', needed by 'mul'": the chain of replays of the
+  // rematerialization in progress, from the top frame (the replay being
+  // prepared) down to the storage that was asked for; empty when none.
+  std::string remat_chain() const {
+    if (remat_stack == nullptr || remat_stack->empty()) return {};
     std::vector<std::string_view> chain;
-    for (size_t i = remat_stack->size() - 1; i != kNoParent; i = (*remat_stack)[i].parent) {
-      const Node* n = (*remat_stack)[i].s->producer.get();
-      chain.push_back(n ? n->op_name : std::string_view("?"));
-    }
+    for (size_t i = remat_stack->size() - 1; i != kNoParent; i = (*remat_stack)[i].parent)
+      chain.push_back(producer_name(*(*remat_stack)[i].s));
     std::string names;
     for (size_t i = 0; i < chain.size(); ++i) {
       if (chain.size() > 8 && i == 4) {  // the first four and the last three
@@ -302,18 +382,30 @@ struct Runtime::Impl {
       }
       names += fmt::format("{}'{}'", i == 0 ? "" : ", needed by ", chain[i]);
     }
-    return out + fmt::format(", during a rematerialization (replaying {}; work stack depth {})", names,
-                             remat_stack->size());
+    return fmt::format("replaying {}; work stack depth {}", names, remat_stack->size());
   }
 
-  // Bytes held locked by the rematerialization in progress: inputs kept
-  // resident for pending replays and the outputs of the replay being prepared.
-  int64_t remat_locked_bytes() const {
+  // " while running op 'matmul'", plus the rematerialization in progress,
+  // for the OutOfMemoryError report.
+  std::string oom_context() const {
+    std::string out;
+    const std::string_view op = CurrentOpScope::current();
+    if (!op.empty()) out = fmt::format(" while running op '{}'", op);
+    const std::string chain = remat_chain();
+    if (chain.empty()) return out;
+    return out + fmt::format(", during a rematerialization ({})", chain);
+  }
+
+  // Bytes of `m` held locked by the rematerialization in progress: inputs
+  // kept resident for pending replays and the outputs of the replay being
+  // prepared.
+  int64_t remat_locked_bytes(const DeviceMemory& m) const {
     if (remat_stack == nullptr) return 0;
     absl::flat_hash_set<const Storage*> seen;
     int64_t bytes = 0;
     auto count = [&](const Storage* s) {
-      if (s->resident() && s->lock_count > 0 && seen.insert(s).second) bytes += s->nbytes();
+      if (s->resident() && memory_of(*s) == &m && st(*s).lock_count > 0 && seen.insert(s).second)
+        bytes += s->nbytes();
     };
     for (const RematFrame& f : *remat_stack)
       for (const Storage* s : f.locked) count(s);
@@ -324,14 +416,15 @@ struct Runtime::Impl {
     return bytes;
   }
 
-  [[noreturn]] void throw_oom(int64_t request) {
+  [[noreturn]] void throw_oom(DeviceMemory& m, int64_t request) {
     // floor: bytes that cannot be evicted now (constants, and storages in
     // use); small: evictable storages below DTR_MIN_EVICT_BYTES, never chosen.
     int64_t locked = 0, unevictable = 0, floor = 0, small = 0;
     std::vector<const Storage*> fixed, held;
-    for (const Storage* s : tracked) {
+    for (const Storage* s : m.tracked) {
       if (!s->resident()) continue;
-      if (s->lock_count > 0) {
+      const bool in_use = st(*s).lock_count > 0;
+      if (in_use) {
         locked += s->nbytes();
         held.push_back(s);
       }
@@ -339,7 +432,7 @@ struct Runtime::Impl {
         unevictable += s->nbytes();
         fixed.push_back(s);
       }
-      if (s->lock_count > 0 || !replayable(*s)) {
+      if (in_use || !replayable(*s)) {
         floor += s->nbytes();
       } else if (s->nbytes() < min_evict_bytes) {
         small += s->nbytes();
@@ -347,37 +440,37 @@ struct Runtime::Impl {
     }
     auto largest = [](std::vector<const Storage*>& v) {
       std::sort(v.begin(), v.end(), [](const Storage* a, const Storage* b) {
-        return a->nbytes() != b->nbytes() ? a->nbytes() > b->nbytes() : a->last_access > b->last_access;
+        return a->nbytes() != b->nbytes() ? a->nbytes() > b->nbytes()
+                                          : st(*a).last_access > st(*b).last_access;
       });
       std::string out;
       for (size_t i = 0; i < std::min<size_t>(v.size(), 5); ++i) {
         const Storage* s = v[i];
+        const Node* p = producer(*s);
         out += fmt::format("\n    {} bytes from {}", s->nbytes(),
-                           s->producer ? std::string(s->producer->op_name)
-                                       : std::string("a constant (parameter or input)"));
+                           p ? std::string(p->op_name) : std::string("a constant (parameter or input)"));
       }
       return out.empty() ? std::string(" (none)") : out;
     };
     throw_oom_error(fmt::format(
-        "out of memory under the budget{}: budget {} bytes, request {} bytes, resident {} bytes, "
+        "out of memory under the budget of {}{}: budget {} bytes, request {} bytes, resident {} bytes, "
         "locked {} bytes, unevictable {} bytes; nothing left to evict.\n{}\nLargest unevictable "
         "storages:{}\nLargest locked (in use) storages:{}",
-        oom_context(), *budget, request, stats.resident_bytes, locked, unevictable,
-        oom_advice(request, floor, unevictable, small), largest(fixed), largest(held)));
+        m.device.str(), oom_context(), *m.budget, request, m.stats.resident_bytes, locked, unevictable,
+        oom_advice(m, request, floor, unevictable, small), largest(fixed), largest(held)), m);
   }
-
   // What would help, from the never-evictable floor (constants plus
   // storages in use) against the budget.
-  std::string oom_advice(int64_t request, int64_t floor, int64_t constants, int64_t small) const {
+  std::string oom_advice(const DeviceMemory& m, int64_t request, int64_t floor, int64_t constants, int64_t small) const {
     const int64_t need = floor + request;
     std::string out = fmt::format(
         "Never-evictable floor: {} bytes (constants {} bytes, the rest locked in use); floor plus "
         "request: {} bytes, and no budget below that can run this op at this point.",
         floor, constants, need);
-    const int64_t held = remat_locked_bytes();
+    const int64_t held = remat_locked_bytes(m);
     const std::string other =
         heuristic == Heuristic::kMsps ? std::string("dtr_eq") : std::string("msps");
-    if (constants + request > *budget) {
+    if (constants + request > *m.budget) {
       out += fmt::format(
           " The constants alone (parameters, inputs, optimizer state: {} bytes) and the request "
           "exceed the budget: no eviction heuristic can fit this; raise the budget to at least {} "
@@ -402,11 +495,13 @@ struct Runtime::Impl {
     return out;
   }
 
-  void make_room(int64_t request) {
-    if (!budget) return;
-    while (stats.resident_bytes + request > *budget) {
-      Storage* victim = choose_victim();
-      if (victim == nullptr) throw_oom(request);
+  // Evicts storages of `m` (and only of `m`: Note [per-device memory])
+  // until `request` more bytes fit under its budget.
+  void make_room(DeviceMemory& m, int64_t request) {
+    if (!m.budget) return;
+    while (m.stats.resident_bytes + request > *m.budget) {
+      Storage* victim = choose_victim(m.pool);
+      if (victim == nullptr) throw_oom(m, request);
       evict(*victim);
     }
   }
@@ -415,34 +510,34 @@ struct Runtime::Impl {
   // resident plus cached bytes stay within it (Note [hard budget]), the
   // cached ones beyond it going back to the system (cpu/host_allocator.h).
   // Without a budget, or within it, the cache keeps its blocks.
-  void trim_cache(Allocator& alloc) {
-    if (!budget) return;
-    const int64_t over = stats.resident_bytes + alloc.cached_bytes() - *budget;
-    if (over > 0) alloc.release_cached(over);
+  static void trim_cache(DeviceMemory& m) {
+    if (!m.budget || m.alloc == nullptr) return;
+    const int64_t over = m.stats.resident_bytes + m.alloc->cached_bytes() - *m.budget;
+    if (over > 0) m.alloc->release_cached(over);
   }
 
   void allocate(Storage& s) {
     DTR_INTERNAL_ASSERT(!s.resident(), "allocate on a resident storage");
-    make_room(s.nbytes());
-    Allocator* alloc = get_allocator(s.device().type);
-    DTR_CHECK(alloc != nullptr, NotImplementedError, "no allocator for device {}",
-              s.device().str());
+    DeviceMemory& m = memory(s.device());  // DeviceError for a device that does not exist
+    make_room(m, s.nbytes());
+    Allocator* alloc = m.alloc;
     // Under a budget, the allocator keeps cached no more than the budget
     // leaves beside the resident bytes and these (trim_cache).
-    void* p = budget ? alloc->allocate_within(size_t(s.nbytes()),
-                                              std::max<int64_t>(0, *budget - stats.resident_bytes - s.nbytes()))
-                     : alloc->allocate(size_t(s.nbytes()));
+    void* p = m.budget ? alloc->allocate_within(size_t(s.nbytes()),
+                                                std::max<int64_t>(0, *m.budget - m.stats.resident_bytes - s.nbytes()))
+                       : alloc->allocate(size_t(s.nbytes()));
     if (p == nullptr) {
       throw_oom_error(fmt::format("{} could not allocate {} bytes ({} bytes resident){}",
-                                  s.device().str(), s.nbytes(), stats.resident_bytes,
-                                  oom_context()));
+                                  s.device().str(), s.nbytes(), m.stats.resident_bytes,
+                                  oom_context()), m);
     }
     s.set_data(p, alloc);
-    if (s.tracker == nullptr) {
-      s.tracker = owner;
-      tracked.insert(&s);
+    StorageState& state = st(s);
+    if (state.memory == nullptr) {
+      state.memory = &m;
+      m.tracked.insert(&s);
     }
-    track_bytes(s);
+    track_bytes(m, s);
   }
 
   // Unlocks a rematerialization frame's inputs once its replay is done. An
@@ -453,7 +548,7 @@ struct Runtime::Impl {
   void unlock_all(std::vector<Storage*>& v, int64_t now) {
     for (Storage* s : v) {
       unlock(*s, now);
-      if (s->lock_count == 0 && s->handle_count.load() == 0 && replayable(*s) && s->resident())
+      if (st(*s).lock_count == 0 && s->handle_count.load() == 0 && replayable(*s) && s->resident())
         eager_free(*s);
     }
     v.clear();
@@ -481,7 +576,7 @@ struct Runtime::Impl {
           finish_frame(stack);
           continue;
         }
-        Node* node = s->producer.get();
+        Node* node = st(*s).producer.get();
         DTR_INTERNAL_ASSERT(node != nullptr && node->replayable,
                             "storage of {} bytes is not resident and has no replayable producer",
                             s->nbytes());
@@ -501,7 +596,7 @@ struct Runtime::Impl {
           if (!in->resident()) missing.push_back(in.get());
         if (!missing.empty()) {
           std::stable_sort(missing.begin(), missing.end(), [](const Storage* a, const Storage* b) {
-            return a->producer->tick < b->producer->tick;
+            return producer(*a)->tick < producer(*b)->tick;
           });
           for (Storage* in : missing) stack.push_back(Frame{in, top});
           continue;
@@ -513,10 +608,27 @@ struct Runtime::Impl {
         replay(*node);
         finish_frame(stack);
       }
-    } catch (...) {
+    } catch (const OutOfMemoryError&) {
+      // Its report names the rematerialization already (oom_context).
       for (auto& f : stack) unlock_all(f.locked, clock);
       throw;
+    } catch (...) {
+      // Any other error from a replay (a kernel, a device, DTR_VERIFY)
+      // keeps its type and says what was being rebuilt, for which op.
+      const std::string context = remat_error_context(target);
+      for (auto& f : stack) unlock_all(f.locked, clock);
+      rethrow_with_context(context);
     }
+  }
+
+  // "\n  (raised while rematerializing a storage of 4096 bytes on cpu produced
+  // by 'exp', replaying 'exp', needed by 'mul'; for op 'sum')".
+  std::string remat_error_context(const Storage& target) const {
+    const std::string_view op = CurrentOpScope::current();
+    return fmt::format(
+        "\n  (raised while rematerializing a storage of {} bytes on {} produced by '{}', {}; {})",
+        target.nbytes(), target.device().str(), producer_name(target), remat_chain(),
+        op.empty() ? std::string("reading a tensor's data") : fmt::format("for op '{}'", op));
   }
 
   static constexpr size_t kNoParent = ~size_t{0};
@@ -550,14 +662,14 @@ struct Runtime::Impl {
   void replay(Node& node) {
     std::vector<Storage*> outs;
     std::vector<std::shared_ptr<Storage>> keep;  // live outputs and scratch
-    std::vector<std::unique_ptr<Storage>> scratch;
+    std::vector<std::shared_ptr<Storage>> scratch;
     outs.reserve(node.outputs.size());
     int64_t restored = 0;
     replaying = &node;
     try {
       for (const auto& w : node.outputs) {
         std::shared_ptr<Storage> o = w.lock();
-        DTR_INTERNAL_ASSERT(o == nullptr || o->producer.get() == &node,
+        DTR_INTERNAL_ASSERT(o == nullptr || producer(*o) == &node,
                             "lineage output no longer produced by its node");
         if (o != nullptr && !o->resident()) {
           allocate(*o);
@@ -570,8 +682,8 @@ struct Runtime::Impl {
           const Storage* ref = o ? o.get() : nullptr;
           DTR_INTERNAL_ASSERT(ref != nullptr || !node.outputs.empty(), "no outputs");
           // A gone output's size is unknown here; the node remembers it.
-          const int64_t nbytes = ref ? ref->nbytes() : node_output_bytes(node, outs.size());
-          auto tmp = std::make_unique<Storage>(nbytes, ref ? ref->device() : node_device(node));
+          const int64_t nbytes = ref ? ref->nbytes() : node.output_nbytes.at(outs.size());
+          auto tmp = new_storage(nbytes, ref ? ref->device() : node.device);
           allocate(*tmp);
           lock(*tmp);
           outs.push_back(tmp.get());
@@ -585,6 +697,7 @@ struct Runtime::Impl {
       for (const auto& in : node.inputs) ins.push_back(in.get());
       node.recompute(ins, outs);
       const auto t1 = std::chrono::steady_clock::now();
+      Stats& stats = memory(node.device).stats;
       stats.recompute_seconds_measured += std::chrono::duration<double>(t1 - t0).count();
       stats.recompute_seconds_estimated += node.cost_seconds;
       ++stats.recomputed_ops;
@@ -601,28 +714,27 @@ struct Runtime::Impl {
             R"({{"name":"rematerialize {}","cat":"remat","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":1,"tid":{},"args":{{"storages":[{}],"bytes":{}}}}})",
             node.op_name, trace_us(t0), std::chrono::duration<double, std::micro>(t1 - t0).count(),
             trace_thread_id(), fmt::join(ids, ","), bytes));
-        trace_counter();
+        trace_counter(memory(node.device));
       }
     } catch (...) {
       replaying = nullptr;
       // The outputs' bytes were never written: free them (they go back to
       // evicted; none of them is in the pool while locked).
-      for (Storage* o : outs) --o->lock_count;
+      for (Storage* o : outs) --st(*o).lock_count;
       for (auto& o : keep) free_bytes(*o);
       for (auto& t : scratch) free_bytes(*t);
       throw;
     }
     for (auto& o : keep) {
-      if (verify && o->verify_hash != 0 && o->device().is_cpu() && hash_bytes(*o) != o->verify_hash)
+      if (verify && st(*o).verify_hash != 0 && hash_bytes(*o) != st(*o).verify_hash)
         verify_failed(*o);
-      policy->on_rematerialize(*o, pool);
+      policy->on_rematerialize(*o, *this);
       debug_rate_limited(debug_limit, "rematerialized storage {} ({} bytes) by replaying {}",
                          fmt::ptr(o.get()), o->nbytes(), node.op_name);
     }
     for (Storage* o : outs) unlock(*o, clock);
     for (auto& t : scratch) free_bytes(*t);
   }
-
   // Note [mutation], the cheap way: walks the lineage downstream of a
   // mutated constant through `readers`. A result that a user holds, or that
   // an op is using now, keeps its bytes and becomes a constant. A result no
@@ -640,43 +752,75 @@ struct Runtime::Impl {
       if (!seen.insert(n.get()).second) continue;
       for (const auto& w : n->outputs) {
         std::shared_ptr<Storage> o = w.lock();
-        if (!o || o->producer.get() != n.get()) continue;
+        if (!o || producer(*o) != n.get()) continue;
         const bool held = o->handle_count.load() > 0;
-        if (o->resident() && (held || o->lock_count > 0)) {
+        if (o->resident() && (held || st(*o).lock_count > 0)) {
           to_pin.push_back(std::move(o));
           continue;
         }
         if (held) return false;
-        for (const auto& cw : o->consumers)
+        for (const auto& cw : st(*o).consumers)
           if (auto c = cw.lock()) work.push_back(std::move(c));
         to_drop.push_back(std::move(o));
       }
     }
     for (auto& o : to_pin) {
       pool_remove(*o);
-      o->pinned = true;
-      o->producer.reset();
+      st(*o).pinned = true;
+      st(*o).producer.reset();
     }
     for (auto& o : to_drop) {
       if (o->resident()) {
         free_bytes(*o);
-        ++stats.eager_frees;
+        if (DeviceMemory* m = memory_of(*o)) ++m->stats.eager_frees;
       } else {
-        policy->on_destroy(*o, pool);  // leaves its equivalence class
+        policy->on_destroy(*o, *this);  // leaves its equivalence class
       }
-      o->producer.reset();
+      st(*o).producer.reset();
     }
     return true;
   }
 
-  // Sizes of outputs that no longer exist are recorded on the node.
-  static int64_t node_output_bytes(const Node& node, size_t i) { return node.output_nbytes.at(i); }
-  static Device node_device(const Node& node) { return node.device; }
 
   Runtime* owner = nullptr;
   // Budget changes, evictions, rematerializations (Note [debug logging]).
   LogRateLimit debug_limit{100};
 };
+
+DeviceMemory& Runtime::Impl::add_device(Device d) const {
+  auto m = std::make_unique<DeviceMemory>();
+  m->device = d;
+  m->rt = const_cast<Impl*>(this);
+  m->alloc = allocators.allocator(d);  // DeviceError for a device that does not exist
+  DTR_INTERNAL_ASSERT(m->alloc != nullptr, "no allocator for {}", d.str());
+  if (budgets_from_options) {
+    // DTR_MEMORY_BUDGET, resolved against this device's own memory ("60%").
+    const MemoryBudget spec = d == default_device() ? global_options().memory_budget : MemoryBudget{};
+    m->budget = spec.resolve(backend(d).memory_bytes(d.index));
+    m->stats.budget_bytes = m->budget.value_or(-1);
+  }
+  devices.push_back(std::move(m));
+  DeviceMemory& out = *devices.back();
+  if (out.budget && !any_budget) {
+    auto* self = const_cast<Impl*>(this);
+    self->any_budget = true;
+    self->reseat_policy_state();
+  }
+  return out;
+}
+
+void StorageState::on_storage_destroyed(Storage& s) {
+  if (memory != nullptr) {
+    Runtime::Impl& rt = *memory->rt;
+    std::lock_guard lock(rt.mu);
+    rt.policy->on_destroy(s, rt);
+    memory->tracked.erase(&s);
+    rt.trace_ids.erase(&s);
+    rt.free_bytes(s);
+    memory = nullptr;
+  }
+  if (!embedded) delete this;
+}
 
 Runtime& Runtime::global() {
   // Note [environment at start-up]: global_options() does not throw for a
@@ -686,7 +830,7 @@ Runtime& Runtime::global() {
   static Runtime* rt = [] {
     auto r = std::make_unique<Runtime>();  // never destroyed: storages may outlive static destruction
     const Options& o = global_options();
-    r->set_memory_budget(o.memory_budget.resolve(device_memory_bytes(kCPU)));
+    r->impl_->budgets_from_options = true;  // each device's budget, when first seen
     r->set_heuristic(o.heuristic);
     r->set_sample_mode(o.sample);
     r->set_min_evict_bytes(o.min_evict_bytes);
@@ -707,47 +851,52 @@ Runtime& Runtime::global() {
   return *rt;
 }
 
-Runtime::Runtime() : impl_(std::make_unique<Impl>()) {
+Runtime::Runtime(AllocatorProvider& allocators, std::unique_ptr<EvictionPolicy> policy)
+    : impl_(std::make_unique<Impl>(allocators)) {
   impl_->owner = this;
-  impl_->copy_fns[size_t(kCPU)] = [](void* dst, const void* src, size_t n) {
-    std::memcpy(dst, src, n);
-  };
+  if (policy) impl_->policy = std::move(policy);
 }
 
 Runtime::~Runtime() {
   std::lock_guard lock(impl_->mu);
-  for (Storage* s : impl_->tracked) s->tracker = nullptr;
+  for (const auto& m : impl_->devices)
+    for (Storage* s : m->tracked) Impl::st(*s).memory = nullptr;
   impl_->trace.reset();
 }
 
-void Runtime::set_memory_budget(std::optional<int64_t> bytes) {
+void Runtime::set_memory_budget(Device device, std::optional<int64_t> bytes) {
   DTR_CHECK(!bytes || *bytes > 0, ValueError,
             "set_memory_budget: the budget must be positive, got {} bytes", bytes.value_or(0));
   std::lock_guard lock(impl_->mu);
-  const bool was_unlimited = !impl_->budget;
-  debug_rate_limited(impl_->debug_limit, "memory budget {} -> {} bytes (-1: unlimited), {} bytes resident",
-                     impl_->budget.value_or(-1), bytes.value_or(-1), impl_->stats.resident_bytes);
-  impl_->budget = bytes;
-  impl_->stats.budget_bytes = bytes.value_or(-1);
-  if (bytes && was_unlimited) impl_->reseat_policy();
+  DeviceMemory& m = impl_->memory(device);  // DeviceError for a device that does not exist
+  debug_rate_limited(impl_->debug_limit, "memory budget of {} {} -> {} bytes (-1: unlimited), {} bytes resident",
+                     device.str(), m.budget.value_or(-1), bytes.value_or(-1), m.stats.resident_bytes);
+  m.budget = bytes;
+  m.stats.budget_bytes = bytes.value_or(-1);
+  if (bytes && !impl_->any_budget) {
+    impl_->any_budget = true;
+    impl_->reseat_policy();
+  }
   if (bytes) {
     try {
-      impl_->make_room(0);
+      impl_->make_room(m, 0);
     } catch (const OutOfMemoryError&) {
-      logger().warn("new budget {} bytes is below the unevictable resident bytes ({} resident)",
-                    *bytes, impl_->stats.resident_bytes);
+      logger().warn("new budget of {} ({} bytes) is below the unevictable resident bytes ({} resident)",
+                    device.str(), *bytes, m.stats.resident_bytes);
     }
     // Blocks cached while unlimited (or under a larger budget), and those
     // just evicted, go back beyond the new budget now.
-    for (int t = 0; t < kNumDeviceTypes; ++t)
-      if (Allocator* a = get_allocator(DeviceType(t))) impl_->trim_cache(*a);
+    Impl::trim_cache(m);
   }
 }
 
-std::optional<int64_t> Runtime::memory_budget() const {
+std::optional<int64_t> Runtime::memory_budget(Device device) const {
   std::lock_guard lock(impl_->mu);
-  return impl_->budget;
+  return impl_->memory(device).budget;
 }
+
+void Runtime::set_memory_budget(std::optional<int64_t> bytes) { set_memory_budget(default_device(), bytes); }
+std::optional<int64_t> Runtime::memory_budget() const { return memory_budget(default_device()); }
 
 void Runtime::acquire(std::span<Storage* const> storages) {
   std::lock_guard lock(impl_->mu);
@@ -769,7 +918,8 @@ void Runtime::release(std::span<Storage* const> storages) {
   std::lock_guard lock(impl_->mu);
   for (Storage* s : storages) {
     impl_->unlock(*s, impl_->clock);
-    if (s->lock_count == 0 && s->handle_count.load() == 0 && Impl::replayable(*s) && s->resident()) {
+    if (Impl::st(*s).lock_count == 0 && s->handle_count.load() == 0 && Impl::replayable(*s) &&
+        s->resident()) {
       impl_->eager_free(*s);
     }
   }
@@ -781,7 +931,6 @@ void Runtime::allocate(Storage& s) {
   impl_->allocate(s);
   impl_->lock(s);
 }
-
 // Note [borrowed storage]. The bytes of a from_blob tensor are the user's:
 // PyTorch's from_blob aliases them, so a write to the buffer is a write to
 // the tensor, and the program may refill the buffer (a staging buffer) at
@@ -800,26 +949,30 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
   std::lock_guard lock(impl_->mu);
   node->tick = ++impl_->clock;
   const bool reads_borrowed = std::any_of(node->inputs.begin(), node->inputs.end(),
-                                          [](const auto& in) { return in->borrowed; });
+                                          [](const auto& in) {
+                                            const StorageState* s = find_state(*in);
+                                            return s != nullptr && s->borrowed;
+                                          });
   for (const auto& w : node->outputs) {
     std::shared_ptr<Storage> o = w.lock();
     if (!o) continue;
+    StorageState& os = Impl::st(*o);
     if (reads_borrowed) {
       impl_->pool_remove(*o);
-      o->pinned = true;
-      o->producer.reset();
-      o->last_access = impl_->clock;
+      os.pinned = true;
+      os.producer.reset();
+      os.last_access = impl_->clock;
       continue;
     }
-    if (impl_->verify && o->resident() && o->device().is_cpu()) o->verify_hash = Impl::hash_bytes(*o);
-    o->producer = node;
-    o->last_access = impl_->clock;
-    if (!node->replayable) o->pinned = true;
+    if (impl_->verify && o->resident()) os.verify_hash = Impl::hash_bytes(*o);
+    os.producer = node;
+    os.last_access = impl_->clock;
+    if (!node->replayable) os.pinned = true;
     impl_->pool_add(*o);
   }
   if (reads_borrowed) return;  // the node is dropped: nothing reads through it
   for (const auto& in : node->inputs) {
-    auto& c = in->consumers;
+    auto& c = Impl::st(*in).consumers;
     if (c.size() == c.capacity() && c.size() >= 8) {
       c.erase(std::remove_if(c.begin(), c.end(), [](const auto& w) { return w.expired(); }),
               c.end());
@@ -830,19 +983,32 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
 
 void Runtime::register_constant(Storage& s) {
   std::lock_guard lock(impl_->mu);
+  StorageState& st = Impl::st(s);
   // Its bytes must be here for good: bring them back before dropping lineage.
-  if (!s.resident() && s.producer != nullptr) impl_->rematerialize(s);
+  if (!s.resident() && st.producer != nullptr) impl_->rematerialize(s);
   impl_->pool_remove(s);
-  s.pinned = true;
-  s.producer.reset();
+  st.pinned = true;
+  st.producer.reset();
+}
+
+void Runtime::mark_borrowed(Storage& s) {
+  std::lock_guard lock(impl_->mu);
+  StorageState& st = Impl::st(s);
+  DTR_INTERNAL_ASSERT(s.resident() || st.producer == nullptr,
+                      "mark_borrowed on a storage whose bytes are not here");
+  impl_->pool_remove(s);
+  st.pinned = true;
+  st.producer.reset();
+  st.borrowed = true;
 }
 
 std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>& s, bool keep_old) {
   std::lock_guard lock(impl_->mu);
+  StorageState& sst = Impl::st(*s);
   std::vector<std::shared_ptr<Node>> readers;
-  for (const auto& w : s->consumers)
+  for (const auto& w : sst.consumers)
     if (auto n = w.lock()) readers.push_back(std::move(n));
-  s->consumers.clear();
+  sst.consumers.clear();
   const bool has_lineage = Impl::replayable(*s);
   if (readers.empty() && !has_lineage && !keep_old) return nullptr;
 
@@ -854,55 +1020,56 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
   // a copy would add an unevictable storage at once.
   if (!has_lineage && !keep_old && impl_->detach_dependants(readers)) {
     impl_->pool_remove(*s);
-    s->evicted_neighbours.clear();
+    sst.policy.evicted_neighbours.clear();
     return nullptr;
   }
 
   // The old bytes move to a new storage `old`; lineage that read them now
   // reads `old`. If `s` was computed by a replayable op, `old` inherits that
   // lineage and needs no bytes now; otherwise (a constant) it gets a copy.
-  auto old = std::make_shared<Storage>(s->nbytes(), s->device());
+  auto old = new_storage(s->nbytes(), s->device());
+  StorageState& ost = Impl::st(*old);
   if (has_lineage) {
-    old->producer = s->producer;
-    for (auto& w : old->producer->outputs) {
+    ost.producer = sst.producer;
+    for (auto& w : ost.producer->outputs) {
       if (w.lock() == s) w = old;
     }
   } else {
-    const CopyFn copy = impl_->copy_fns[size_t(s->device().type)];
-    DTR_INTERNAL_ASSERT(copy != nullptr, "no copy function for {}", s->device().str());
     impl_->allocate(*old);
-    copy(old->data(), s->data(), size_t(s->nbytes()));
-    old->pinned = true;
+    copy_bytes(old->device(), old->data(), s->device(), s->data(), size_t(s->nbytes()));
+    ost.pinned = true;
   }
   for (auto& n : readers) {
     for (auto& in : n->inputs)
       if (in == s) in = old;
-    old->consumers.push_back(n);
+    ost.consumers.push_back(n);
   }
   impl_->pool_remove(*s);
-  s->producer.reset();
+  sst.producer.reset();
   // s has neither readers nor a producer now: its evicted neighbours are
   // old's, and a later in-place op starts its list afresh.
-  s->evicted_neighbours.clear();
+  sst.policy.evicted_neighbours.clear();
   return old;
 }
 
 void Runtime::on_last_handle(Storage& s) {
   std::lock_guard lock(impl_->mu);
-  if (s.resident() && s.lock_count == 0 && Impl::replayable(s)) {
+  if (s.resident() && Impl::st(s).lock_count == 0 && Impl::replayable(s)) {
     impl_->eager_free(s);
   }
-}
-
-void Runtime::set_copy_fn(DeviceType device, CopyFn fn) {
-  std::lock_guard lock(impl_->mu);
-  impl_->copy_fns[size_t(device)] = fn;
 }
 
 void Runtime::set_heuristic(Heuristic h) {
   std::lock_guard lock(impl_->mu);
   impl_->heuristic = h;
   impl_->reseat_policy();
+}
+
+void Runtime::set_policy(std::unique_ptr<EvictionPolicy> policy) {
+  DTR_CHECK(policy != nullptr, ValueError, "set_policy: the policy is null");
+  std::lock_guard lock(impl_->mu);
+  impl_->policy = std::move(policy);
+  impl_->reseat_policy_state();
 }
 
 Heuristic Runtime::heuristic() const {
@@ -968,7 +1135,12 @@ void Runtime::trace_op(std::string_view op, std::chrono::steady_clock::time_poin
       op, trace_us(start), std::chrono::duration<double, std::micro>(end - start).count(),
       trace_thread_id(), impl_->clock, metas_str(input_metas), metas_str(output_metas), out_bytes,
       fmt::join(in_ids, ","), fmt::join(out_ids, ",")));
-  impl_->trace_counter();
+  for (Storage* s : outputs) {
+    if (DeviceMemory* m = Impl::memory_of(*s)) {
+      impl_->trace_counter(*m);
+      break;
+    }
+  }
 }
 
 uint64_t Runtime::trace_scope_begin(std::string_view name) {
@@ -993,30 +1165,33 @@ int64_t Runtime::clock() const {
   return impl_->clock;
 }
 
-Stats Runtime::stats() const {
+Stats Runtime::stats(Device device) const {
   std::lock_guard lock(impl_->mu);
-  Stats s = impl_->stats;
+  const DeviceMemory& m = impl_->memory(device);
+  Stats s = m.stats;
   s.metadata_nodes = live_node_count();
-  s.live_storages = int64_t(impl_->tracked.size());
+  s.live_storages = int64_t(m.tracked.size());
   return s;
 }
 
+Stats Runtime::stats() const { return stats(default_device()); }
+
 void Runtime::reset_stats() {
   std::lock_guard lock(impl_->mu);
-  const Stats old = impl_->stats;
-  impl_->stats = Stats{};
-  impl_->stats.budget_bytes = old.budget_bytes;
-  impl_->stats.resident_bytes = old.resident_bytes;
-  impl_->stats.peak_bytes = old.resident_bytes;
+  for (const auto& m : impl_->devices) {
+    const Stats old = m->stats;
+    m->stats = Stats{};
+    m->stats.budget_bytes = old.budget_bytes;
+    m->stats.resident_bytes = old.resident_bytes;
+    m->stats.peak_bytes = old.resident_bytes;
+  }
 }
 
-void Runtime::on_storage_destroyed(Storage& s) {
+std::vector<Device> Runtime::devices() const {
   std::lock_guard lock(impl_->mu);
-  impl_->policy->on_destroy(s, impl_->pool);
-  impl_->tracked.erase(&s);
-  impl_->trace_ids.erase(&s);
-  impl_->free_bytes(s);
-  s.tracker = nullptr;
+  std::vector<Device> out;
+  for (const auto& m : impl_->devices) out.push_back(m->device);
+  return out;
 }
 
 }  // namespace dtr::remat

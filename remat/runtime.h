@@ -16,9 +16,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/allocator.h"
+#include "core/backend.h"
 #include "core/options.h"
 #include "core/storage.h"
 #include "remat/lineage.h"
+#include "remat/policy.h"
+#include "remat/storage_state.h"
 
 namespace dtr {
 struct TensorMeta;  // core/op_registry.h
@@ -26,6 +30,7 @@ struct TensorMeta;  // core/op_registry.h
 
 namespace dtr::remat {
 
+/// One device's counters (Runtime::stats(Device)).
 struct Stats {
   int64_t budget_bytes = -1;         // -1: unlimited
   int64_t resident_bytes = 0;        // storage bytes resident now
@@ -37,8 +42,8 @@ struct Stats {
   double recomputed_flops = 0;       // sum of replayed ops' estimated FLOPs
   double recompute_seconds_estimated = 0;  // sum of replayed ops' estimated cost
   double recompute_seconds_measured = 0;   // wall time spent replaying
-  int64_t metadata_nodes = 0;        // live lineage nodes
-  int64_t live_storages = 0;         // live Storage objects
+  int64_t metadata_nodes = 0;        // live lineage nodes (all devices)
+  int64_t live_storages = 0;         // live Storage objects accounted on this device
 };
 
 /// Names the op being run on this thread while in scope, for the
@@ -58,16 +63,34 @@ class CurrentOpScope {
   std::string_view previous_;
 };
 
-class Runtime final : public ResidencyTracker {
+/// Note [per-device memory]: each device has its own budget, resident and
+/// peak bytes, evictable pool and counters. An allocation on device D
+/// evicts only storages on D; a storage's bytes count only against its own
+/// device's budget. The logical clock, the eviction policy and lineage are
+/// shared (lineage crosses devices through copies).
+class Runtime final {
  public:
-  /// The process-wide runtime; its budget comes from DTR_MEMORY_BUDGET.
+  /// The process-wide runtime; its budgets come from DTR_MEMORY_BUDGET,
+  /// resolved per device when the device is first used.
   static Runtime& global();
-  Runtime();
-  ~Runtime() override;
+  /// A runtime whose storages take their bytes from `allocators` (not
+  /// owned; the backends' by default) and whose victims `policy` chooses
+  /// (null: make_policy(Heuristic::kDtrEq)). No budget on any device.
+  explicit Runtime(AllocatorProvider& allocators = backend_allocators(),
+                   std::unique_ptr<EvictionPolicy> policy = nullptr);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   // ---- budget ----------------------------------------------------------------
-  /// Hard cap on resident storage bytes; nullopt = unlimited. Evicts at once
-  /// if the new budget is below what is resident. Throws ValueError for <= 0.
+  /// Hard cap on the resident storage bytes of `device`; nullopt = unlimited.
+  /// Evicts at once if the new budget is below what is resident there.
+  /// Throws ValueError for <= 0 bytes, DeviceError for a device that does
+  /// not exist.
+  void set_memory_budget(Device device, std::optional<int64_t> bytes);
+  std::optional<int64_t> memory_budget(Device device) const;
+  /// The same for the default device (default_device(): the first CUDA
+  /// device where one is present, else the CPU).
   void set_memory_budget(std::optional<int64_t> bytes);
   std::optional<int64_t> memory_budget() const;
 
@@ -76,8 +99,10 @@ class Runtime final : public ResidencyTracker {
   void acquire(std::span<Storage* const> storages);
   /// Unlocks and stamps the last access (staleness restarts).
   void release(std::span<Storage* const> storages);
-  /// Gives `s` fresh bytes under the budget, evicting as needed; locks it.
-  /// Throws OutOfMemoryError with the budget report; state stays consistent.
+  /// Gives `s` fresh bytes under its device's budget, evicting storages of
+  /// that device as needed; locks it. Throws OutOfMemoryError with the
+  /// budget report, DeviceError for a device that does not exist; state
+  /// stays consistent.
   void allocate(Storage& s);
   /// Records `node` as the producer of its outputs (already allocated) and
   /// makes them evictable when the node is replayable. Advances the clock.
@@ -86,6 +111,10 @@ class Runtime final : public ResidencyTracker {
   void record(const std::shared_ptr<Node>& node);
   /// A storage computed outside any lineage (constants, loaded data): never evicted.
   void register_constant(Storage& s);
+  /// `s` is a constant whose bytes may change behind the runtime's back
+  /// (from_blob buffers, storages handed out through data_ptr): lineage
+  /// never reads it later (Note [borrowed storage]).
+  void mark_borrowed(Storage& s);
   /// Called before an in-place write into `s` (Note [mutation]): lineage
   /// that reads the current bytes keeps them as an older version.
   /// Returns the storage that now holds the old bytes (null when nothing
@@ -97,14 +126,12 @@ class Runtime final : public ResidencyTracker {
   /// be recomputed (eager eviction, Note [what may be evicted]).
   void on_last_handle(Storage& s);
 
-  /// Device copy used to keep an old version of a constant (set by eager/ at
-  /// start-up for each backend).
-  using CopyFn = void (*)(void* dst, const void* src, size_t nbytes);
-  void set_copy_fn(DeviceType device, CopyFn fn);
-
   // ---- policy ------------------------------------------------------------
+  /// Replaces the policy with make_policy(h) and rebuilds its bookkeeping.
   void set_heuristic(Heuristic h);
   Heuristic heuristic() const;
+  /// Replaces the policy with `policy` (heuristic() keeps its last value).
+  void set_policy(std::unique_ptr<EvictionPolicy> policy);
   /// kAll examines every candidate; kSqrt a deterministic sample of √n.
   void set_sample_mode(SampleMode m);
   /// Storages smaller than this are never eviction candidates.
@@ -150,14 +177,17 @@ class Runtime final : public ResidencyTracker {
   /// Logical clock: one tick per op.
   int64_t clock() const;
 
+  /// The counters of `device`, and of the default device.
+  Stats stats(Device device) const;
   Stats stats() const;
+  /// Zeroes every device's counters; each peak restarts from its resident bytes.
   void reset_stats();
+  /// The devices this runtime has accounted for so far.
+  std::vector<Device> devices() const;
 
-  // ResidencyTracker
-  void on_storage_destroyed(Storage& s) override;
+  struct Impl;
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> lineage_enabled_{true};
   std::atomic<bool> tracing_{false};
@@ -168,11 +198,19 @@ class Runtime final : public ResidencyTracker {
 
 namespace dtr::remat {
 /// Public API (DESIGN.md): the global runtime's budget and statistics.
-/// Sets the hard cap on resident tensor-storage bytes (nullopt = unlimited).
-/// Throws ValueError for a non-positive budget.
+/// Sets the hard cap on resident tensor-storage bytes of the default device
+/// (or of `device`); nullopt = unlimited. Throws ValueError for a
+/// non-positive budget, DeviceError for a device that does not exist.
 inline void set_memory_budget(std::optional<int64_t> bytes) { Runtime::global().set_memory_budget(bytes); }
+inline void set_memory_budget(Device device, std::optional<int64_t> bytes) {
+  Runtime::global().set_memory_budget(device, bytes);
+}
 inline std::optional<int64_t> memory_budget() { return Runtime::global().memory_budget(); }
+inline std::optional<int64_t> memory_budget(Device device) {
+  return Runtime::global().memory_budget(device);
+}
 inline Stats stats() { return Runtime::global().stats(); }
+inline Stats stats(Device device) { return Runtime::global().stats(device); }
 /// Zeroes the counters; the peak restarts from the current resident bytes.
 inline void reset_stats() { Runtime::global().reset_stats(); }
 }  // namespace dtr::remat

@@ -2,6 +2,7 @@
 // The one header users include.
 #pragma once
 
+#include "core/backend.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

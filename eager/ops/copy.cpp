@@ -1,5 +1,7 @@
-// Copies and casts: clone (→ contiguous), to_dtype, copy_, fill_.
-// PyTorch: Tensor.clone, Tensor.to(dtype), Tensor.copy_, Tensor.fill_.
+// Copies and casts: clone (→ contiguous), to_dtype, to_device, copy_, fill_.
+// PyTorch: Tensor.clone, Tensor.to(dtype), Tensor.to(device), Tensor.copy_,
+// Tensor.fill_.
+#include "core/backend.h"
 #include "eager/ops/registration.h"
 
 namespace dtr {
@@ -12,6 +14,15 @@ void infer_same(std::span<const TensorMeta> in, const Attrs&, std::vector<Tensor
 
 void infer_to_dtype(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
   out.push_back(out_meta(in[0].shape, a.dtype("dtype"), in[0].device));
+}
+
+// to_device: attrs "device_type" and "device_index" (ints) name the output's device.
+Device target_device(const Attrs& a) {
+  return Device(DeviceType(a.i("device_type")), int(a.i("device_index")));
+}
+
+void infer_to_device(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  out.push_back(out_meta(in[0].shape, in[0].dtype, target_device(a)));
 }
 
 void infer_inplace_self(std::span<const TensorMeta> in, const Attrs&, std::vector<TensorMeta>& out) {
@@ -32,6 +43,11 @@ std::vector<Tensor> clone_backward(const BackwardContext&, std::span<const Tenso
 
 std::vector<Tensor> to_dtype_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
   return {g[0].to(ctx.input_metas[0].dtype)};
+}
+
+// The gradient goes back to the input's device.
+std::vector<Tensor> to_device_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {g[0].to(ctx.input_metas[0].device)};
 }
 
 std::vector<Tensor> copy_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
@@ -62,6 +78,17 @@ void register_copy_ops() {
   to.save = kSaveNone;
   R.define(std::move(to));
 
+  // Note [cross-device copies]: the one op whose output is on another device
+  // than its input. Dispatch runs no kernel for it: the bytes move through
+  // the two backends' copies (core/backend.h copy_bytes), on the first run
+  // and on every replay, so a copy evicted on one device is rebuilt from the
+  // other. Its input is contiguous (dispatch makes it so); the output counts
+  // against the output device's budget.
+  OpDef to_device{.name = "to_device", .infer = infer_to_device, .backward = to_device_backward};
+  to_device.flags.cross_device = true;
+  to_device.save = kSaveNone;
+  R.define(std::move(to_device));
+
   OpDef copy{.name = "copy_", .infer = infer_copy_, .backward = copy_backward};
   copy.flags.inplace = true;
   copy.flags.strided_inputs = true;
@@ -91,9 +118,10 @@ Tensor Tensor::to(DType t) const {
 }
 
 Tensor Tensor::to(Device d) const {
+  static const OpDef& o = op("to_device");
   if (device() == d) return *this;
-  throw NotImplementedError(fmt::format("to: copies from {} to {} need the CUDA backend",
-                                        device().str(), d.str()));
+  check_device(d);  // DeviceError: no backend for d's type, or no such device
+  return dispatch1(o, {*this}, Attrs{{"device_type", int64_t(d.type)}, {"device_index", int64_t(d.index)}});
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {

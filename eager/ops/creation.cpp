@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/backend.h"
 #include "core/element.h"
-
 #include "eager/ops/registration.h"
 #include "remat/runtime.h"
 
@@ -146,22 +146,23 @@ Tensor from_host(const void* src, int64_t n, DType src_dtype, IntList shape, Ten
   DTR_CHECK(numel(shape) == n, ValueError,
             "from_vector: {} values cannot fill a tensor of shape {} ({} elements)", n,
             shape_str(shape.vec()), numel(shape));
-  DTR_CHECK(o.device_.is_cpu(), NotImplementedError,
-            "from_vector: tensors are created on the CPU; use .to({}) afterwards", o.device_.str());
   ensure_ops_registered();
   TensorMeta m = ops::out_meta(shape, o.dtype_, o.device_);
-  auto storage = std::make_shared<Storage>(n * itemsize(o.dtype_), o.device_);
+  auto storage = remat::new_storage(n * itemsize(o.dtype_), o.device_);
   remat::Runtime& rt = remat::Runtime::global();
-  rt.allocate(*storage);
+  rt.allocate(*storage);  // DeviceError for a device that does not exist
   const auto* in = static_cast<const std::byte*>(src);
-  auto* out = static_cast<std::byte*>(storage->data());
   const int64_t isz = itemsize(src_dtype), osz = itemsize(o.dtype_);
-  if (n == 0) {
-    // nothing to copy (an empty vector may have a null data pointer)
-  } else if (src_dtype == o.dtype_) {
-    std::memcpy(out, in, size_t(n * isz));
-  } else {
-    for (int64_t i = 0; i < n; ++i) convert_element(out + i * osz, o.dtype_, in + i * isz, src_dtype);
+  if (n > 0) {  // (an empty vector may have a null data pointer)
+    // Converted on the host, then copied by the device's backend.
+    std::vector<std::byte> converted;
+    if (src_dtype != o.dtype_) {
+      converted.resize(size_t(n * osz));
+      for (int64_t i = 0; i < n; ++i)
+        convert_element(converted.data() + i * osz, o.dtype_, in + i * isz, src_dtype);
+      in = converted.data();
+    }
+    copy_bytes(o.device_, storage->data(), Device(kCPU), in, size_t(n * osz));
   }
   // Data loaded from outside has no lineage: a constant, never evicted.
   rt.register_constant(*storage);
@@ -197,6 +198,7 @@ Tensor from_blob(void* data, IntList shape, DType dtype, Device device) {
 }
 
 Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device) {
+  check_device(device);  // DeviceError for a device that does not exist
   DTR_CHECK(shape.size() == strides.size(), ValueError,
             "from_blob: shape {} and strides {} differ in length", shape_str(shape.vec()),
             shape_str(strides.vec()));
@@ -247,13 +249,12 @@ Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device
   // A storage without bytes reads as evicted: an empty tensor on a null
   // pointer gets a placeholder address instead (nothing is ever read there).
   alignas(8) static std::byte empty_placeholder[8];
-  auto storage = std::make_shared<Storage>(nbytes, device);
+  auto storage = remat::new_storage(nbytes, device);
   // Borrowed bytes are not the runtime's: they are not counted against the
   // budget and are never freed or evicted, and lineage never reads them
   // later (Note [borrowed storage], remat/runtime.cpp).
   storage->set_data(data != nullptr ? data : empty_placeholder, &borrowed);
-  storage->pinned = true;
-  storage->borrowed = true;
+  remat::Runtime::global().mark_borrowed(*storage);
   TensorMeta m;
   m.shape = shape.vec();
   m.strides = strides.vec();

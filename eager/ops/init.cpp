@@ -1,5 +1,6 @@
 #include <mutex>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/options.h"
 #include "eager/dispatch.h"
@@ -72,8 +73,8 @@ void ensure_ops_registered() {
       ops::register_norm_ops();
       // @@op-families@@
       set_scalar_work_costs();
-      cpu::register_kernels();
-      remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));
+      // Every backend's kernels (the CPU's, and any other registered).
+      bind_backend_kernels();
     } catch (...) {
       registry.truncate(rows_before);
       throw;

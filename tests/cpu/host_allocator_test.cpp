@@ -20,9 +20,17 @@
 namespace dtr::cpu {
 namespace {
 
-TEST(HostAllocator, InstalledForCpuStorages) {
-  EXPECT_EQ(get_allocator(kCPU), &host_allocator());
+TEST(HostAllocator, IsTheCpuBackendsAllocator) {
+  EXPECT_EQ(backend(Device(kCPU)).allocator(0), &host_allocator());
+  EXPECT_EQ(backend_allocators().allocator(Device(kCPU)), &host_allocator());
 }
+
+// A runtime that takes every device's bytes from one allocator.
+struct OneAllocator final : AllocatorProvider {
+  explicit OneAllocator(Allocator& a) : alloc(a) {}
+  Allocator* allocator(Device) override { return &alloc; }
+  Allocator& alloc;
+};
 
 TEST(HostAllocator, ReusesFreedBlocksOfTheSamePageRoundedSize) {
   CachingHostAllocator a;
@@ -70,9 +78,9 @@ TEST(HostAllocator, ReleaseCachedFreesLargestBlocksFirst) {
 // stay within the budget even when freed blocks do not fit new requests.
 TEST(HostAllocator, RuntimeKeepsResidentPlusCachedWithinTheBudget) {
   CachingHostAllocator cache;
-  Allocator* prev = set_allocator(kCPU, &cache);
+  OneAllocator provider(cache);
   {
-    remat::Runtime rt;
+    remat::Runtime rt(provider);
     const int64_t budget = 1 << 20;
     rt.set_memory_budget(budget);
     std::vector<std::unique_ptr<Storage>> held;
@@ -88,7 +96,6 @@ TEST(HostAllocator, RuntimeKeepsResidentPlusCachedWithinTheBudget) {
       }
     }
   }
-  set_allocator(kCPU, prev);
 }
 
 // Blocks the cache must give up (under a budget: what it leaves beside
@@ -290,9 +297,9 @@ TEST(HostAllocator, ResidentSetUnderABudgetStaysWithinTheBudget) {
 // the next allocation.
 TEST(HostAllocator, SettingABudgetTrimsTheCache) {
   CachingHostAllocator cache;
-  Allocator* prev = set_allocator(kCPU, &cache);
+  OneAllocator provider(cache);
   {
-    remat::Runtime rt;
+    remat::Runtime rt(provider);
     std::vector<std::unique_ptr<Storage>> held;
     for (int i = 0; i < 8; ++i) {
       held.push_back(std::make_unique<Storage>(int64_t{256} << 10, Device()));
@@ -307,7 +314,6 @@ TEST(HostAllocator, SettingABudgetTrimsTheCache) {
     rt.set_memory_budget(std::nullopt);
   }
   cache.empty_cache();
-  set_allocator(kCPU, prev);
 }
 
 }  // namespace

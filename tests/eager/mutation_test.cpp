@@ -85,8 +85,8 @@ TEST(Mutation, ConstDataPtrIsNotAMutation) {
   const float* p = y.const_data_ptr<float>();
   const float first = p[0];
   EXPECT_EQ(y.storage()->version, 0u);
-  EXPECT_NE(y.storage()->producer, nullptr);
-  EXPECT_FALSE(y.storage()->pinned);
+  EXPECT_NE(remat::producer(*y.storage()), nullptr);
+  EXPECT_FALSE(remat::is_constant(*y.storage()));
   const void* raw = y.const_data_ptr();
   EXPECT_EQ(raw, static_cast<const void*>(p));
   EXPECT_THROW((void)y.const_data_ptr<double>(), TypeError);

@@ -74,9 +74,10 @@ TEST(Lineage, EveryOpRecordsANode) {
   const OpRecord* rc = lineage_of(c);
   ASSERT_NE(rc, nullptr);
   EXPECT_EQ(rc->op->name, "clone");
-  ASSERT_NE(c.storage()->producer, nullptr);
-  ASSERT_EQ(c.storage()->producer->inputs.size(), 1u);
-  EXPECT_EQ(c.storage()->producer->inputs[0], r.storage());
+  const remat::Node* producer = remat::producer(*c.storage());
+  ASSERT_NE(producer, nullptr);
+  ASSERT_EQ(producer->inputs.size(), 1u);
+  EXPECT_EQ(producer->inputs[0], r.storage());
   {
     AutocastGuard ac(kBFloat16);
     Tensor d = r.clone();

@@ -17,7 +17,7 @@ struct CostModelScope {
   CostModel prev;
 };
 
-double cost_of(const Tensor& t) { return t.storage()->producer->cost_seconds; }
+double cost_of(const Tensor& t) { return remat::producer(*t.storage())->cost_seconds; }
 
 TEST(CostModel, EstimateIsTheSameForTheSameOp) {
   CostModelScope scope(CostModel::kEstimate);

@@ -324,8 +324,8 @@ TEST(References, Case11OptimizerStepFreesUnheldIntermediates) {
   EXPECT_EQ(remat::stats().resident_bytes, with_indices - 256 * 8);
   EXPECT_EQ(a.to_vector<float>(), a_before);
   EXPECT_EQ(c.to_vector<float>(), c_before);
-  EXPECT_EQ(a.storage()->producer, nullptr);
-  EXPECT_EQ(c.storage()->producer, nullptr);
+  EXPECT_EQ(remat::producer(*a.storage()), nullptr);
+  EXPECT_EQ(remat::producer(*c.storage()), nullptr);
 }
 
 // Case 12: Linear(4,3) on an input that does not require grad: parameters

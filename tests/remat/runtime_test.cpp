@@ -35,12 +35,15 @@ class CountingAllocator final : public Allocator {
   bool fail = false;
 };
 
+// Gives a runtime the counting allocator for every device.
+struct CountingProvider final : AllocatorProvider {
+  explicit CountingProvider(Allocator& a) : alloc(a) {}
+  Allocator* allocator(Device) override { return &alloc; }
+  Allocator& alloc;
+};
+
 struct Fixture : ::testing::Test {
-  void SetUp() override { prev = set_allocator(kCPU, &alloc); }
-  void TearDown() override {
-    chain.clear();
-    set_allocator(kCPU, prev);
-  }
+  void TearDown() override { chain.clear(); }
 
   // A constant storage of n bytes, all equal to `v`.
   std::shared_ptr<Storage> constant(int64_t n, uint8_t v) {
@@ -90,8 +93,8 @@ struct Fixture : ::testing::Test {
   }
 
   CountingAllocator alloc;
-  Allocator* prev = nullptr;
-  Runtime rt;
+  CountingProvider provider{alloc};
+  Runtime rt{provider};
   int replays = 0;
   std::vector<std::shared_ptr<Storage>> chain;
 };
@@ -156,13 +159,13 @@ TEST_F(Fixture, DebugLogShowsBudgetEvictionsAndRematerializations) {
 
   const auto budget = log.lines("memory budget");
   ASSERT_EQ(budget.size(), 1u);
-  EXPECT_EQ(budget[0], "debug memory budget -1 -> 4096 bytes (-1: unlimited), 1024 bytes resident");
+  EXPECT_EQ(budget[0], "debug memory budget of cpu -1 -> 4096 bytes (-1: unlimited), 1024 bytes resident");
   const auto evictions = log.lines("evict storage");
   const auto remats = log.lines("rematerialized storage");
   EXPECT_EQ(int64_t(evictions.size()), st.evictions);
   EXPECT_EQ(int64_t(remats.size()), st.rematerializations);
   ASSERT_FALSE(evictions.empty());
-  EXPECT_NE(evictions[0].find("(1024 bytes, from plus_one): "), std::string::npos) << evictions[0];
+  EXPECT_NE(evictions[0].find("(1024 bytes, from plus_one) on cpu: "), std::string::npos) << evictions[0];
   EXPECT_NE(evictions[0].find("budget 4096 bytes"), std::string::npos) << evictions[0];
   // The storage id of the first eviction comes back in a rematerialization.
   const std::string prefix = "debug evict storage ";
@@ -271,15 +274,16 @@ TEST_F(Fixture, MutationDetachesResidentReadersInsteadOfCopying) {
   auto old = rt.before_mutation(c);
   EXPECT_EQ(old, nullptr);  // no copy
   EXPECT_EQ(rt.stats().resident_bytes, before);
-  EXPECT_TRUE(d->pinned);
-  EXPECT_EQ(d->producer, nullptr);
+  EXPECT_TRUE(is_constant(*d));
+  EXPECT_EQ(producer(*d), nullptr);
   std::memset(c->data(), 100, 64);
   EXPECT_EQ(first_byte(d), 6);
 }
 
 // ---- policies: each picks the victim its formula says ----------------------
 
-struct PolicyFixture : Fixture {
+// No runtime and no globals: a policy, hand-built lineage and a pool.
+struct PolicyFixture : ::testing::Test {
   // A resident storage of `bytes` produced by an op of `cost` seconds, last used at `tick`.
   std::shared_ptr<Storage> make(int64_t bytes, double cost, int64_t tick,
                                 const std::shared_ptr<Storage>& input = nullptr) {
@@ -288,16 +292,16 @@ struct PolicyFixture : Fixture {
     node->cost_seconds = cost;
     if (input) node->inputs.push_back(input);
     node->outputs.push_back(s);
-    s->producer = node;
-    s->last_access = tick;
+    state(*s).producer = node;
+    state(*s).last_access = tick;
     nodes.push_back(node);
-    if (input) input->consumers.push_back(node);
+    if (input) state(*input).consumers.push_back(node);
     return s;
   }
   // The policy's score of `s` as a pool candidate.
   double score(EvictionPolicy& p, Storage& s, int64_t now) {
     pool.add(s);
-    return p.score(pool[size_t(s.pool_index)], now);
+    return p.score(pool[size_t(state(s).pool_index)], now);
   }
   std::vector<std::shared_ptr<Node>> nodes;
   CandidatePool pool;

@@ -1,0 +1,78 @@
+// What the runtime keeps about one storage (Note [policy apart from
+// mechanism]): core/ sees only an opaque StorageHook; lineage, residency,
+// locks and the eviction policy's bookkeeping live here, owned by remat/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/storage.h"
+#include "remat/lineage.h"
+
+namespace dtr::remat {
+
+struct DeviceMemory;  // remat/runtime.cpp: one device's budget, pool and stats
+
+/// The eviction policy's own per-storage fields (remat/policy.cpp, h_DTR^eq):
+/// the union-find class while evicted, or -1; while resident, the evicted
+/// neighbours and the class each had when it was evicted (pointers are
+/// compared, never followed).
+struct PolicyState {
+  int32_t remat_class = -1;
+  std::vector<std::pair<const Storage*, int32_t>> evicted_neighbours;
+};
+
+struct StorageState final : StorageHook {
+  /// The op that produced the bytes; null for constants (parameters, data
+  /// loaded from outside). Note [what may be evicted].
+  std::shared_ptr<Node> producer;
+  /// Lineage nodes that read the storage (Note [mutation] needs them).
+  std::vector<std::weak_ptr<Node>> consumers;
+  /// >0 while an op is using the bytes; locked storages are never evicted.
+  int32_t lock_count = 0;
+  /// Logical clock tick of the last access (Note [scores]).
+  int64_t last_access = 0;
+  /// Position in its device's evictable pool, or -1.
+  int64_t pool_index = -1;
+  /// Constants (no replayable producer) are never evicted.
+  bool pinned = false;
+  /// The bytes may change behind the runtime's back: they are the user's
+  /// (from_blob), or a writable pointer to them was handed out (data_ptr).
+  /// Lineage never reads them later (Note [borrowed storage]).
+  bool borrowed = false;
+  /// Allocated in one block with its Storage (new_storage), else on its own.
+  bool embedded = false;
+  /// Hash of the bytes when first computed (DTR_VERIFY); 0 = none.
+  uint64_t verify_hash = 0;
+  /// The accounting of the device whose budget the bytes count against;
+  /// null while no runtime accounts for them (borrowed buffers).
+  DeviceMemory* memory = nullptr;
+  PolicyState policy;
+
+  void on_storage_destroyed(Storage& s) override;  // remat/runtime.cpp
+};
+
+/// The runtime's state of `s`, made on first use.
+StorageState& state(Storage& s);
+/// The state of `s`, or null when no runtime has seen it.
+inline const StorageState* find_state(const Storage& s) {
+  return static_cast<const StorageState*>(s.hook());
+}
+/// A storage of `nbytes` on `device` allocated in one block with its state
+/// (what the op path uses: one allocation per output, not two).
+std::shared_ptr<Storage> new_storage(int64_t nbytes, Device device);
+
+/// Lineage queries, for eager/ and tests: the producer of `s` (null for a
+/// constant), and whether `s` is a constant that is never evicted.
+inline const Node* producer(const Storage& s) {
+  const StorageState* st = find_state(s);
+  return st ? st->producer.get() : nullptr;
+}
+inline bool is_constant(const Storage& s) {
+  const StorageState* st = find_state(s);
+  return st != nullptr && st->pinned;
+}
+
+}  // namespace dtr::remat

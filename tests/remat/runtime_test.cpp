@@ -280,6 +280,38 @@ TEST_F(Fixture, MutationDetachesResidentReadersInsteadOfCopying) {
   EXPECT_EQ(first_byte(d), 6);
 }
 
+// An error raised while rebuilding a storage keeps its type and says what
+// was being rebuilt, by which replays, for which op; nothing stays locked.
+TEST_F(Fixture, AnErrorDuringARematerializationSaysWhatWasRebuilt) {
+  chain.push_back(constant(1024, 0));
+  for (int i = 1; i <= 3; ++i) chain.push_back(plus_one(chain.back()));
+  rt.set_memory_budget(1024);  // everything but the constant is evicted
+  rt.set_memory_budget(4 * 1024);
+  ASSERT_FALSE(chain[2]->resident());
+  // Every replay of chain[1]'s producer now fails.
+  auto* node = const_cast<Node*>(producer(*chain[1]));
+  node->recompute = [](std::span<Storage* const>, std::span<Storage* const>) {
+    throw ValueError("kernel failed");
+  };
+  ASSERT_FALSE(chain[1]->resident());
+  Storage* p = chain[2].get();
+  const CurrentOpScope op("some_op");
+  try {
+    rt.acquire({&p, 1});
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("kernel failed", 0), 0u) << what;
+    EXPECT_NE(what.find("while rematerializing a storage of 1024 bytes on cpu produced by 'plus_one'"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("replaying 'plus_one', needed by 'plus_one'"), std::string::npos) << what;
+    EXPECT_NE(what.find("for op 'some_op'"), std::string::npos) << what;
+  }
+  // Nothing is left locked: everything resident can still be evicted.
+  rt.set_memory_budget(1024);
+  EXPECT_LE(rt.stats().resident_bytes, 1024);
+}
+
 // ---- policies: each picks the victim its formula says ----------------------
 
 // No runtime and no globals: a policy, hand-built lineage and a pool.

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "eager/autocast.h"
 #include "eager/autograd.h"
+#include "eager/dispatch_state.h"
 #include "eager/lineage_record.h"
 #include "eager/random.h"
 #include "remat/runtime.h"
@@ -80,11 +81,10 @@ DeviceCopyFn device_copy_fn(DeviceType device) {
 
 void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* const> outputs) const {
   const OpRecord& r = *record;
-  // Note [replay equals original]: grad mode and autocast as recorded; the
-  // kernel reads only recorded metadata, attributes and RNG.
-  GradModeGuard grad(r.grad_mode);
-  const AutocastState saved = autocast_state();
-  set_autocast_state(r.autocast);
+  // Note [replay equals original]: the thread's dispatch state as recorded
+  // (put back however the kernel ends); the kernel reads only recorded
+  // metadata, attributes and RNG.
+  const DispatchStateGuard state(r.state);
   absl::InlinedVector<TensorArg, 4> in_args, out_args;
   for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*inputs[i], r.input_metas[i]));
   if (r.inplace) {
@@ -99,13 +99,7 @@ void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* con
   }
   KernelContext ctx{in_args, out_args, r.attrs, r.rng};
   const KernelFn k = r.op->kernels[size_t(r.output_metas[0].device.type)];
-  try {
-    k(ctx);
-  } catch (...) {
-    set_autocast_state(saved);
-    throw;
-  }
-  set_autocast_state(saved);
+  k(ctx);
 }
 
 const OpRecord* lineage_of(const Tensor& t) {
@@ -123,9 +117,9 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   // 2. Autocast policy picks the compute dtype and inserts casts.
   std::vector<Tensor> casted;
   std::span<const Tensor> inputs = inputs_in;
-  const AutocastState ac = autocast_state();
-  if (ac.enabled && op.autocast != AutocastPolicy::kNone) {
-    apply_autocast(op, inputs_in, casted, ac);
+  const DispatchState state = DispatchState::current();
+  if (state.autocast.enabled && op.autocast != AutocastPolicy::kNone) {
+    apply_autocast(op, inputs_in, casted, state.autocast);
     inputs = casted;
   }
   // Kernels without stride support get contiguous inputs (a lineage op of its own).
@@ -173,8 +167,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
 
   auto record = std::make_shared<OpRecord>();
   record->op = &op;
-  record->autocast = ac;
-  record->grad_mode = is_grad_enabled();
+  record->state = state;
   record->inplace = op.flags.inplace;
   if (op.flags.random) {
     int64_t draws = 0;
@@ -238,7 +231,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   const double kernel_seconds =
       measure ? std::chrono::duration<double>(std::chrono::steady_clock::now() - kernel_start).count() : 0.0;
 
-  // The lineage node: op, attributes, inputs, outputs, RNG, autocast, grad mode, cost.
+  // The lineage node: op, attributes, inputs, outputs, RNG, dispatch state, cost.
   record->input_metas.assign(in_metas.begin(), in_metas.end());
   for (const Tensor& t : outs) record->output_metas.push_back(t.meta());
   const OpCost cost = op.estimate(in_metas, record->output_metas, attrs);
@@ -272,7 +265,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
       // the forward) stays replayable from the old version. A write outside
       // grad mode is a state update (optimizer step, running statistics): the
       // storage becomes a constant, so lineage does not grow over steps.
-      if (!s.pinned && record->grad_mode) {
+      if (!s.pinned && record->state.grad_mode) {
         node = std::make_shared<remat::Node>();
         node->inputs.push_back(old_version);
         for (size_t i = 1; i < inputs.size(); ++i) {

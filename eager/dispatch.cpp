@@ -36,6 +36,24 @@ KernelFn kernel_for(const OpDef& op, Device device) {
   return k;
 }
 
+/// The one place a kernel is called, for a first run and for a replay alike:
+/// builds the kernel's arguments from each operand's storage and metadata
+/// and runs `op`'s kernel for `device`. For an in-place op the kernel reads
+/// input 0 where it writes output 0 (the caller has put the old values
+/// there). Throws NotImplementedError naming the op and the device when the
+/// op has no kernel for it; whatever the kernel throws passes through.
+void run_kernel(const OpDef& op, Device device, std::span<Storage* const> in_storages,
+                std::span<const TensorMeta> in_metas, std::span<Storage* const> out_storages,
+                std::span<const TensorMeta> out_metas, const Attrs& attrs, RngState rng) {
+  const KernelFn kernel = kernel_for(op, device);
+  absl::InlinedVector<TensorArg, 4> in_args, out_args;
+  for (size_t i = 0; i < in_storages.size(); ++i) in_args.push_back(make_arg(*in_storages[i], in_metas[i]));
+  for (size_t i = 0; i < out_storages.size(); ++i)
+    out_args.push_back(make_arg(*out_storages[i], out_metas[i]));
+  if (op.flags.inplace) in_args[0] = out_args[0];
+  kernel(KernelContext{in_args, out_args, attrs, rng});
+}
+
 // Autocast: cast floating inputs to the dtype the op's policy asks for.
 void apply_autocast(const OpDef& op, std::span<const Tensor> in, std::vector<Tensor>& out,
                     const AutocastState& ac) {
@@ -85,21 +103,13 @@ void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* con
   // (put back however the kernel ends); the kernel reads only recorded
   // metadata, attributes and RNG.
   const DispatchStateGuard state(r.state);
-  absl::InlinedVector<TensorArg, 4> in_args, out_args;
-  for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*inputs[i], r.input_metas[i]));
   if (r.inplace) {
     // Rebuild the whole storage: old version, then the write.
     const auto copy = device_copy_fn(outputs[0]->device().type);
     copy(outputs[0]->data(), inputs[0]->data(), size_t(outputs[0]->nbytes()));
-    out_args.push_back(make_arg(*outputs[0], r.output_metas[0]));
-    in_args[0] = out_args[0];
-  } else {
-    for (size_t i = 0; i < outputs.size(); ++i)
-      out_args.push_back(make_arg(*outputs[i], r.output_metas[i]));
   }
-  KernelContext ctx{in_args, out_args, r.attrs, r.rng};
-  const KernelFn k = r.op->kernels[size_t(r.output_metas[0].device.type)];
-  k(ctx);
+  run_kernel(*r.op, r.output_metas[0].device, inputs, r.input_metas, outputs, r.output_metas,
+             r.attrs, r.rng);
 }
 
 const OpRecord* lineage_of(const Tensor& t) {
@@ -163,7 +173,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
 
   remat::Runtime& rt = remat::Runtime::global();
   const Device device = out_metas[0].device;
-  const KernelFn kernel = kernel_for(op, device);
+  kernel_for(op, device);  // fails before anything is allocated or the RNG advances
 
   auto record = std::make_shared<OpRecord>();
   record->op = &op;
@@ -218,22 +228,16 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
       outs.emplace_back(std::make_shared<TensorImpl>(std::move(s), m));
     }
   }
-  // 5. The kernel runs.
-  absl::InlinedVector<TensorArg, 4> in_args, out_args;
-  for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*in_storages[i], in_metas[i]));
-  for (size_t i = 0; i < outs.size(); ++i) out_args.push_back(make_arg(*out_storages[i], outs[i].meta()));
+  // 5. The kernel runs, on the metadata the lineage node records.
+  record->input_metas.assign(in_metas.begin(), in_metas.end());
+  for (const Tensor& t : outs) record->output_metas.push_back(t.meta());
   const bool measure = rt.cost_model() == CostModel::kMeasured;
   const auto kernel_start = measure ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  {
-    KernelContext ctx{in_args, out_args, attrs, record->rng};
-    kernel(ctx);
-  }
+  run_kernel(op, device, in_storages, in_metas, out_storages, record->output_metas, attrs, record->rng);
   const double kernel_seconds =
       measure ? std::chrono::duration<double>(std::chrono::steady_clock::now() - kernel_start).count() : 0.0;
 
   // The lineage node: op, attributes, inputs, outputs, RNG, dispatch state, cost.
-  record->input_metas.assign(in_metas.begin(), in_metas.end());
-  for (const Tensor& t : outs) record->output_metas.push_back(t.meta());
   const OpCost cost = op.estimate(in_metas, record->output_metas, attrs);
   std::vector<Tensor> autograd_inputs;
   std::shared_ptr<remat::Node> node;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -117,6 +118,37 @@ TEST(Replay, AThrowingKernelLeavesTheCallersStateAndTheTensorUsable) {
     EXPECT_EQ(y.to_vector<float>(), before);
     EXPECT_EQ(DispatchState::current(), kCaller);
   }
+}
+
+// The first run and a replay call the kernel through one function: an op
+// without a kernel for the device is a NotImplementedError naming the op and
+// the device in both (a replay used to call through the null pointer).
+TEST(Replay, AMissingKernelIsNotImplementedErrorOnFirstRunAndReplay) {
+  BudgetScope b(std::nullopt);
+  const auto [y, before] = evicted_probe_output(23);
+  struct KernelRemoved {
+    KernelRemoved() { OpRegistry::instance().set_kernel("test_state_probe", kCPU, nullptr); }
+    ~KernelRemoved() { OpRegistry::instance().set_kernel("test_state_probe", kCPU, probe_kernel); }
+  };
+  {
+    const KernelRemoved removed;
+    const int runs = g_probe_runs;
+    const std::string replay_error =
+        testing::error_message<NotImplementedError>([&] { y.to_vector<float>(); });
+    EXPECT_NE(replay_error.find("test_state_probe: no kernel for device cpu"), std::string::npos)
+        << replay_error;
+    // A first run fails before it allocates or draws anything.
+    remat::set_memory_budget(std::nullopt);
+    Tensor x = constant({8});
+    const int64_t resident = remat::stats().resident_bytes;
+    const std::string first_error =
+        testing::error_message<NotImplementedError>([&] { dispatch1(probe_op(), {x}); });
+    EXPECT_NE(first_error.find("test_state_probe: no kernel for device cpu"), std::string::npos)
+        << first_error;
+    EXPECT_EQ(remat::stats().resident_bytes, resident);
+    EXPECT_EQ(g_probe_runs, runs);
+  }
+  EXPECT_EQ(y.to_vector<float>(), before);
 }
 
 }  // namespace

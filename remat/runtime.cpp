@@ -686,7 +686,7 @@ Runtime& Runtime::global() {
   static Runtime* rt = [] {
     auto r = std::make_unique<Runtime>();  // never destroyed: storages may outlive static destruction
     const Options& o = global_options();
-    r->set_memory_budget(o.memory_budget.resolve(device_memory_bytes(kCPU)));
+    r->set_memory_budget(o.memory_budget.for_device(Device(kCPU), true).resolve(device_memory_bytes(kCPU)));
     r->set_heuristic(o.heuristic);
     r->set_sample_mode(o.sample);
     r->set_min_evict_bytes(o.min_evict_bytes);

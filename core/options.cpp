@@ -42,6 +42,12 @@ std::string quoted(std::string_view text) { return fmt::format("\"{}\"", absl::C
 absl::Status invalid(std::string_view what, std::string_view text, std::string_view reason) {
   return absl::InvalidArgumentError(fmt::format("invalid {} {}: {}", what, quoted(text), reason));
 }
+/// `status` (a reason alone) as invalid(what, text, reason); OK passes.
+absl::Status invalid(std::string_view what, std::string_view text, const absl::Status& status) {
+  return status.ok() ? status : invalid(what, text, to_std(status.message()));
+}
+/// A reason alone, put in context by the caller with invalid(what, text, status).
+absl::Status reason(std::string_view why) { return absl::InvalidArgumentError(to_absl(why)); }
 
 struct Unit {
   std::string_view name;  // lower case
@@ -70,11 +76,10 @@ struct Size {
 /// Parses "<number>[ ]<unit>" or "<number>[ ]%" where <number> is a plain
 /// decimal ("12", "1.5", ".5"). Byte counts are computed exactly (no floating
 /// point) and rounded down to whole bytes; a count without a unit, or in B,
-/// must itself be whole.
-absl::StatusOr<Size> parse_size(std::string_view original, std::string_view what,
-                                bool allow_percent) {
+/// must itself be whole. An error's message is the reason alone.
+absl::StatusOr<Size> parse_size(std::string_view original, bool allow_percent) {
   const std::string_view text = strip(original);
-  if (text.empty()) return invalid(what, original, "empty value");
+  if (text.empty()) return reason("empty value");
 
   size_t i = 0;
   bool negative = false;
@@ -92,19 +97,19 @@ absl::StatusOr<Size> parse_size(std::string_view original, std::string_view what
     frac_digits = text.substr(frac_begin, i - frac_begin);
   }
   if (int_digits.empty() && frac_digits.empty()) {
-    return invalid(what, original, "expected a number");
+    return reason("expected a number");
   }
   const std::string_view number = text.substr(int_begin, i - int_begin);
   const std::string_view unit =
       to_std(absl::StripLeadingAsciiWhitespace(to_absl(text.substr(i))));
-  if (negative) return invalid(what, original, "negative sizes are not allowed");
+  if (negative) return reason("negative sizes are not allowed");
 
   if (unit == "%") {
-    if (!allow_percent) return invalid(what, original, "a percentage is not allowed here");
+    if (!allow_percent) return reason("a percentage is not allowed here");
     double percent = 0.0;
     if (!absl::SimpleAtod(to_absl(number), &percent) || !std::isfinite(percent) || percent <= 0.0 ||
         percent > 100.0) {
-      return invalid(what, original, "a percentage must be in (0, 100]");
+      return reason("a percentage must be in (0, 100]");
     }
     return Size{.is_percent = true, .percent = percent};
   }
@@ -115,19 +120,18 @@ absl::StatusOr<Size> parse_size(std::string_view original, std::string_view what
     const auto it = std::find_if(kUnits.begin(), kUnits.end(),
                                  [&](const Unit& u) { return u.name == lower; });
     if (it == kUnits.end()) {
-      return invalid(what, original,
-                     fmt::format("unknown unit {} (expected one of {}{})", quoted(unit), kUnitList,
-                                 allow_percent ? ", or %" : ""));
+      return reason(fmt::format("unknown unit {} (expected one of {}{})", quoted(unit), kUnitList,
+                                allow_percent ? ", or %" : ""));
     }
     multiplier = it->multiplier;
   }
   if (multiplier == 1 &&
       !std::all_of(frac_digits.begin(), frac_digits.end(), [](char c) { return c == '0'; })) {
-    return invalid(what, original, "a byte count must be a whole number");
+    return reason("a byte count must be a whole number");
   }
 
   const auto too_large = [&] {
-    return invalid(what, original, fmt::format("too large (the limit is {} bytes)", kInt64Max));
+    return reason(fmt::format("too large (the limit is {} bytes)", kInt64Max));
   };
   uint64_t whole = 0;
   for (const char c : int_digits) {
@@ -197,13 +201,22 @@ struct OptionRow {
 const std::array<OptionRow, 8>& option_rows() {
   static const std::array<OptionRow, 8> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
-        "hard cap on resident device bytes of tensor storage (Note [hard budget])",
+        "hard cap on resident device bytes of tensor storage (Note [hard budget]), per device: "
+        "a bare budget caps the default device (the first CUDA device where one is present, "
+        "else the CPU), device=budget entries cap the devices they name, and any other device "
+        "is unlimited",
         "dtr::remat::set_memory_budget"},
        "a byte count (\"1073741824\"); a number with a unit B, KB, MB, GB, TB (powers of "
        "1000) or KiB, MiB, GiB, TiB (powers of 1024), case-insensitive, e.g. \"1.5GiB\", "
-       "\"512 MiB\", \"800MB\"; a percentage of device memory in (0, 100], e.g. \"60%\"; or "
-       "\"none\"/\"unlimited\"",
-       [](Options& o, std::string_view v) { return assign(parse_memory_budget(v), o.memory_budget); }},
+       "\"512 MiB\", \"800MB\"; a percentage of the device's memory in (0, 100], e.g. "
+       "\"60%\"; or \"none\"/\"unlimited\"; per device, comma-separated device=budget "
+       "entries with any of these budgets, each device once (\"cpu\", \"cuda:1\"; \"cuda\" is "
+       "\"cuda:0\"), e.g. "
+       "\"cuda:0=20GiB,cuda:1=20GiB,cpu=none\", and at most one bare budget among them for the "
+       "default device, e.g. \"8GiB,cpu=none\"",
+       [](Options& o, std::string_view v) {
+         return assign(parse_memory_budget_spec(v), o.memory_budget);
+       }},
       {{"DTR_HEURISTIC", "dtr_eq",
         "eviction heuristic: dtr_eq (h_DTR with union-find equivalence classes), dtr (exact "
         "evicted neighbourhood), dtr_local, lru, size, msps",
@@ -261,25 +274,114 @@ std::optional<int64_t> MemoryBudget::resolve(int64_t device_bytes) const {
   return std::nullopt;
 }
 
-absl::StatusOr<MemoryBudget> parse_memory_budget(std::string_view text) {
-  constexpr std::string_view kWhat = "memory budget";
+MemoryBudget MemoryBudgetSpec::for_device(Device d, bool d_is_default_device) const {
+  for (const auto& [device, budget] : per_device) {
+    if (device == d) return budget;
+  }
+  return d_is_default_device ? default_device : MemoryBudget{};
+}
+
+namespace {
+
+constexpr std::string_view kBudgetWhat = "memory budget";
+
+/// One budget; an error's message is the reason alone.
+absl::StatusOr<MemoryBudget> parse_budget_value(std::string_view text) {
   const std::string_view stripped = strip(text);
   if (stripped.empty() || equals_ignore_case(stripped, "none") ||
       equals_ignore_case(stripped, "unlimited")) {
     return MemoryBudget{};
   }
-  absl::StatusOr<Size> size = parse_size(text, kWhat, /*allow_percent=*/true);
+  absl::StatusOr<Size> size = parse_size(text, /*allow_percent=*/true);
   if (!size.ok()) return size.status();
   if (size->is_percent) {
     return MemoryBudget{.kind = MemoryBudget::Kind::kFraction, .fraction = size->percent / 100.0};
   }
-  if (size->bytes == 0) return invalid(kWhat, text, "the budget must be positive");
+  if (size->bytes == 0) return reason("the budget must be positive");
   return MemoryBudget{.kind = MemoryBudget::Kind::kBytes, .bytes = size->bytes};
 }
 
+/// A per-device budget list being read, entry by entry.
+struct BudgetListParser {
+  MemoryBudgetSpec spec;
+  std::string_view bare_entry;                  // the bare entry so far, if any
+  std::vector<std::string_view> device_entries;  // the entry of each spec.per_device
+
+  /// Adds one entry (stripped; `number` counts from 1). An error's message
+  /// names the entry and the reason.
+  absl::Status add(std::string_view entry, size_t number) {
+    if (entry.empty()) return reason(fmt::format("entry {} is empty", number));
+    const auto in_entry = [&](std::string_view why) {
+      return reason(fmt::format("entry {}: {}", quoted(entry), why));
+    };
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) {
+      if (!bare_entry.empty()) {
+        return in_entry(fmt::format(
+            "a second budget without a device (entry {} already caps the default device); "
+            "write device=budget for the others",
+            quoted(bare_entry)));
+      }
+      absl::StatusOr<MemoryBudget> budget = parse_budget_value(entry);
+      if (!budget.ok()) return in_entry(to_std(budget.status().message()));
+      bare_entry = entry;
+      spec.default_device = *budget;
+      return absl::OkStatus();
+    }
+    const std::string_view device_text = strip(entry.substr(0, eq));
+    const std::string_view budget_text = strip(entry.substr(eq + 1));
+    if (device_text.empty()) return in_entry("no device before '='");
+    if (budget_text.empty()) return in_entry("no budget after '=' (\"none\" means no limit)");
+    absl::StatusOr<MemoryBudget> budget = parse_budget_value(budget_text);
+    if (!budget.ok()) return in_entry(to_std(budget.status().message()));
+    std::optional<Device> device;
+    try {
+      device.emplace(device_text);
+    } catch (const ValueError& e) {
+      return in_entry(e.what());
+    }
+    for (size_t k = 0; k < spec.per_device.size(); ++k) {
+      if (spec.per_device[k].first == *device) {
+        return in_entry(fmt::format("a second budget for {} (entry {} is one already)",
+                                    device->str(), quoted(device_entries[k])));
+      }
+    }
+    spec.per_device.emplace_back(*device, *budget);
+    device_entries.push_back(entry);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<MemoryBudget> parse_memory_budget(std::string_view text) {
+  absl::StatusOr<MemoryBudget> budget = parse_budget_value(text);
+  if (!budget.ok()) return invalid(kBudgetWhat, text, budget.status());
+  return budget;
+}
+
+absl::StatusOr<MemoryBudgetSpec> parse_memory_budget_spec(std::string_view text) {
+  const std::string_view stripped = strip(text);
+  if (stripped.find_first_of(",=") == std::string_view::npos) {
+    absl::StatusOr<MemoryBudget> budget = parse_memory_budget(text);
+    if (!budget.ok()) return budget.status();
+    return MemoryBudgetSpec{.default_device = *budget};
+  }
+  BudgetListParser list;
+  std::string_view rest = stripped;
+  for (size_t number = 1;; ++number) {
+    const size_t comma = rest.find(',');
+    const absl::Status added = list.add(strip(rest.substr(0, comma)), number);
+    if (!added.ok()) return invalid(kBudgetWhat, text, added);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return std::move(list.spec);
+}
+
 absl::StatusOr<int64_t> parse_byte_size(std::string_view text) {
-  absl::StatusOr<Size> size = parse_size(text, "byte size", /*allow_percent=*/false);
-  if (!size.ok()) return size.status();
+  absl::StatusOr<Size> size = parse_size(text, /*allow_percent=*/false);
+  if (!size.ok()) return invalid("byte size", text, size.status());
   return size->bytes;
 }
 

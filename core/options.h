@@ -17,9 +17,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <absl/status/statusor.h>
+
+#include "core/device.h"
 
 namespace dtr {
 
@@ -31,6 +34,7 @@ struct MemoryBudget {
   double fraction = 0.0;  // for kFraction, in (0, 1]
   /// Bytes for a device of `device_bytes`; nullopt when unlimited.
   std::optional<int64_t> resolve(int64_t device_bytes) const;
+  friend bool operator==(const MemoryBudget&, const MemoryBudget&) = default;
 };
 
 /// Grammar: "none" | "unlimited" | "" → unlimited; an integer byte count
@@ -39,6 +43,34 @@ struct MemoryBudget {
 /// ("1.5GiB", "512 MiB", "800MB"); a percentage of device memory in (0, 100]
 /// ("60%"). Rejects negatives, zero, NaN, unknown units, trailing garbage.
 absl::StatusOr<MemoryBudget> parse_memory_budget(std::string_view text);
+
+/// A parsed DTR_MEMORY_BUDGET with its devices: a budget for the default
+/// device (the first CUDA device where one is present, else the CPU) and
+/// budgets for named devices. A fraction stays a fraction here; the runtime
+/// resolves it against the device's own memory.
+struct MemoryBudgetSpec {
+  /// The bare entry; unlimited when there is none.
+  MemoryBudget default_device;
+  /// The device=budget entries, in the order written, each device once.
+  std::vector<std::pair<Device, MemoryBudget>> per_device;
+
+  /// The budget of `d`: its own entry when there is one, else the bare entry
+  /// when `d` is the default device (`d_is_default_device`), else unlimited.
+  MemoryBudget for_device(Device d, bool d_is_default_device) const;
+  friend bool operator==(const MemoryBudgetSpec&, const MemoryBudgetSpec&) = default;
+};
+
+/// Grammar: one budget as parse_memory_budget() reads it (caps the default
+/// device), or a comma-separated list of entries "device=budget" with
+/// devices as Device(std::string_view) reads them ("cpu", "cuda" = "cuda:0",
+/// "cuda:1") and at most one bare budget among them, for the default device:
+/// "cuda:0=20GiB,cuda:1=20GiB,cpu=none", "8GiB,cpu=none". Spaces around
+/// entries, devices and budgets are ignored. The error, naming the value and
+/// the offending entry, is InvalidArgument for a malformed budget, an
+/// unknown device, a device named twice ("cuda" and "cuda:0" are one), a
+/// second bare budget, an empty entry ("8GiB,,cpu=none", a trailing comma)
+/// and an entry with nothing before or after its '='.
+absl::StatusOr<MemoryBudgetSpec> parse_memory_budget_spec(std::string_view text);
 
 /// Byte counts for DTR_MIN_EVICT_BYTES: same units as the budget, 0 allowed, no %.
 absl::StatusOr<int64_t> parse_byte_size(std::string_view text);
@@ -67,7 +99,7 @@ absl::StatusOr<std::string> parse_log_level(std::string_view text);
 absl::StatusOr<bool> parse_bool(std::string_view text);
 
 struct Options {
-  MemoryBudget memory_budget;           // DTR_MEMORY_BUDGET
+  MemoryBudgetSpec memory_budget;       // DTR_MEMORY_BUDGET
   Heuristic heuristic = Heuristic::kDtrEq;  // DTR_HEURISTIC
   SampleMode sample = SampleMode::kSqrt;    // DTR_SAMPLE
   int64_t min_evict_bytes = 0;          // DTR_MIN_EVICT_BYTES

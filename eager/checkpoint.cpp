@@ -4,8 +4,8 @@
 #include <string>
 #include <utility>
 
-#include "eager/autocast.h"
 #include "eager/autograd.h"
+#include "eager/dispatch_state.h"
 #include "eager/random.h"
 
 namespace dtr {
@@ -14,33 +14,28 @@ namespace {
 
 using RegionFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
-/// Puts the RNG and autocast states back when a recomputation ends, also
-/// when it throws (torch.random.fork_rng and the autocast context in
-/// PyTorch's CheckpointFunction.backward).
-class RecomputeStateGuard {
+/// Sets the generator to `rng` in a scope and puts the previous state back
+/// when the scope ends, also by an exception (torch.random.fork_rng in
+/// PyTorch's CheckpointFunction.backward). The generator is process-wide,
+/// so it is not part of the thread's DispatchState.
+class RngForkGuard {
  public:
-  RecomputeStateGuard(RngState rng, AutocastState autocast)
-      : rng_(get_rng_state()), autocast_(autocast_state()) {
-    set_rng_state(rng);
-    set_autocast_state(autocast);
-  }
-  ~RecomputeStateGuard() {
-    set_rng_state(rng_);
-    set_autocast_state(autocast_);
-  }
-  RecomputeStateGuard(const RecomputeStateGuard&) = delete;
-  RecomputeStateGuard& operator=(const RecomputeStateGuard&) = delete;
+  explicit RngForkGuard(RngState rng) : prev_(get_rng_state()) { set_rng_state(rng); }
+  ~RngForkGuard() { set_rng_state(prev_); }
+  RngForkGuard(const RngForkGuard&) = delete;
+  RngForkGuard& operator=(const RngForkGuard&) = delete;
 
  private:
-  RngState rng_;
-  AutocastState autocast_;
+  RngState prev_;
 };
 
 /// What the backward of a region needs besides its saved inputs.
 struct Region {
   RegionFn fn;
   RngState rng;
-  AutocastState autocast;
+  /// The thread's state at the forward's entry; grad mode is on (a region
+  /// is recorded only then), so the recomputation records its graph.
+  DispatchState state;
   std::vector<bool> input_requires_grad;
   std::vector<TensorMeta> output_metas;
 };
@@ -60,8 +55,8 @@ void check_outputs(const std::vector<Tensor>& outputs) {
 std::vector<Tensor> region_backward(const Region& region, std::span<const Tensor> inputs,
                                     std::span<const Tensor> grad_outputs) {
   // Note [checkpoint recompute]: the recomputation sees what the forward saw
-  // (same inputs, RNG state and autocast state), so its values are bitwise the
-  // forward's; the detached inputs are fresh leaves whose .grad collects the
+  // (same inputs, RNG state and dispatch state: autocast, grad mode on), so
+  // its values are bitwise the forward's; the detached inputs are fresh leaves whose .grad collects the
   // gradients to pass on. Their requires_grad is set directly: requires_grad_()
   // would make an activation's storage a never-evicted constant.
   std::vector<Tensor> detached;
@@ -76,8 +71,8 @@ std::vector<Tensor> region_backward(const Region& region, std::span<const Tensor
   }
   std::vector<Tensor> outputs;
   {
-    RecomputeStateGuard state(region.rng, region.autocast);
-    GradModeGuard grad(true);
+    const RngForkGuard rng(region.rng);
+    const DispatchStateGuard state(region.state);
     outputs = region.fn(detached);
   }
   DTR_CHECK(outputs.size() == region.output_metas.size(), Error,
@@ -115,9 +110,8 @@ std::vector<Tensor> checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
     DTR_CHECK(inputs[i].defined(), ValueError,
               "checkpoint: input {} is an undefined tensor; pass only defined tensors", i);
   }
-  const bool grad_mode = is_grad_enabled();
+  const DispatchState state = DispatchState::current();
   const RngState rng = get_rng_state();
-  const AutocastState autocast = autocast_state();
   std::vector<Tensor> outputs;
   std::vector<Tensor> reads;
   {
@@ -127,7 +121,7 @@ std::vector<Tensor> checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
     reads = capture.tensors();
   }
   check_outputs(outputs);
-  if (!grad_mode) return outputs;
+  if (!state.grad_mode) return outputs;
 
   bool needs_node = false;
   for (const Tensor& t : inputs) needs_node = needs_node || t.requires_grad();
@@ -146,7 +140,7 @@ std::vector<Tensor> checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
   }
   if (!needs_node) return outputs;
 
-  Region region{std::move(fn), rng, autocast, {}, {}};
+  Region region{std::move(fn), rng, state, {}, {}};
   for (const Tensor& t : inputs) region.input_requires_grad.push_back(t.requires_grad());
   // Fresh handles: an output may be an input, or alias one, and must not
   // have the input's autograd identity overwritten.

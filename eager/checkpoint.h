@@ -18,14 +18,15 @@ namespace dtr {
 /// (use_reentrant=True, preserve_rng_state=True) of PyTorch 1.13.
 ///
 /// Forward: `fn` runs under no_grad, so its intermediates are freed as soon
-/// as nothing uses them. The RNG state (seed, offset) and autocast state at
-/// entry are recorded. When grad mode is on and something requires grad, the
-/// outputs get one grad_fn, "CheckpointFunctionBackward", holding the inputs.
+/// as nothing uses them. The RNG state (seed, offset) and the thread's
+/// dispatch state (DispatchState: grad mode, autocast) at entry are
+/// recorded. When grad mode is on and something requires grad, the outputs
+/// get one grad_fn, "CheckpointFunctionBackward", holding the inputs.
 ///
-/// Backward: the RNG state and autocast state of the forward are restored
-/// (the RNG state current before the backward is put back afterwards, like
-/// torch.random.fork_rng), `fn` runs again with grad enabled on detached
-/// copies of the inputs (each requiring grad like its original), and the
+/// Backward: the RNG state and dispatch state of the forward are restored
+/// (those current before the backward are put back afterwards, also when
+/// `fn` throws, like torch.random.fork_rng), `fn` runs again with grad
+/// enabled (as recorded) on detached copies of the inputs (each requiring grad like its original), and the
 /// incoming output gradients are back-propagated through that recomputed
 /// graph in a nested backward. Parameters used inside `fn` have their
 /// gradients accumulated into .grad as usual; input gradients flow on to

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "eager/autocast.h"
 #include "eager/autograd.h"
+#include "eager/dispatch_state.h"
 #include "eager/lineage_record.h"
 #include "eager/random.h"
 #include "remat/runtime.h"
@@ -41,6 +42,29 @@ KernelFn kernel_for(const OpDef& op, Device device) {
   DTR_CHECK(k != nullptr, NotImplementedError, "{}: no kernel for device {}", op.name,
             device.str());
   return k;
+}
+
+/// The one place a kernel is called, for a first run and for a replay alike:
+/// builds the kernel's arguments from each operand's storage and metadata
+/// and runs `op`'s kernel for `device` (for the cross-device copy, the
+/// backends' copy: Note [cross-device copies]). For an in-place op the kernel reads
+/// input 0 where it writes output 0 (the caller has put the old values
+/// there). Throws NotImplementedError naming the op and the device when the
+/// op has no kernel for it; whatever the kernel throws passes through.
+void run_kernel(const OpDef& op, Device device, std::span<Storage* const> in_storages,
+                std::span<const TensorMeta> in_metas, std::span<Storage* const> out_storages,
+                std::span<const TensorMeta> out_metas, const Attrs& attrs, RngState rng) {
+  const KernelFn kernel = kernel_for(op, device);
+  absl::InlinedVector<TensorArg, 4> in_args, out_args;
+  for (size_t i = 0; i < in_storages.size(); ++i) in_args.push_back(make_arg(*in_storages[i], in_metas[i]));
+  for (size_t i = 0; i < out_storages.size(); ++i)
+    out_args.push_back(make_arg(*out_storages[i], out_metas[i]));
+  if (op.flags.inplace) in_args[0] = out_args[0];
+  if (op.flags.cross_device) {
+    copy_across(in_args[0], in_metas[0].device, out_args[0], out_metas[0].device);
+    return;
+  }
+  kernel(KernelContext{in_args, out_args, attrs, rng});
 }
 
 // Autocast: cast floating inputs to the dtype the op's policy asks for.
@@ -77,36 +101,17 @@ double estimate_seconds(const OpCost& cost, Device device) {
 
 void Replay::operator()(std::span<Storage* const> inputs, std::span<Storage* const> outputs) const {
   const OpRecord& r = *record;
-  // Note [replay equals original]: grad mode and autocast as recorded; the
-  // kernel reads only recorded metadata, attributes and RNG.
-  GradModeGuard grad(r.grad_mode);
-  const AutocastState saved = autocast_state();
-  set_autocast_state(r.autocast);
-  absl::InlinedVector<TensorArg, 4> in_args, out_args;
-  for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*inputs[i], r.input_metas[i]));
+  // Note [replay equals original]: the thread's dispatch state as recorded
+  // (put back however the kernel ends); the kernel reads only recorded
+  // metadata, attributes and RNG.
+  const DispatchStateGuard state(r.state);
   if (r.inplace) {
     // Rebuild the whole storage: old version, then the write.
     copy_bytes(outputs[0]->device(), outputs[0]->data(), inputs[0]->device(), inputs[0]->data(),
                size_t(outputs[0]->nbytes()));
-    out_args.push_back(make_arg(*outputs[0], r.output_metas[0]));
-    in_args[0] = out_args[0];
-  } else {
-    for (size_t i = 0; i < outputs.size(); ++i)
-      out_args.push_back(make_arg(*outputs[i], r.output_metas[i]));
   }
-  KernelContext ctx{in_args, out_args, r.attrs, r.rng};
-  const KernelFn k = r.op->kernels[size_t(r.output_metas[0].device.type)];
-  try {
-    if (r.op->flags.cross_device) {
-      copy_across(in_args[0], r.input_metas[0].device, out_args[0], r.output_metas[0].device);
-    } else {
-      k(ctx);
-    }
-  } catch (...) {
-    set_autocast_state(saved);
-    throw;
-  }
-  set_autocast_state(saved);
+  run_kernel(*r.op, r.output_metas[0].device, inputs, r.input_metas, outputs, r.output_metas,
+             r.attrs, r.rng);
 }
 
 const OpRecord* lineage_of(const Tensor& t) {
@@ -124,9 +129,9 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   // 2. Autocast policy picks the compute dtype and inserts casts.
   std::vector<Tensor> casted;
   std::span<const Tensor> inputs = inputs_in;
-  const AutocastState ac = autocast_state();
-  if (ac.enabled && op.autocast != AutocastPolicy::kNone) {
-    apply_autocast(op, inputs_in, casted, ac);
+  const DispatchState state = DispatchState::current();
+  if (state.autocast.enabled && op.autocast != AutocastPolicy::kNone) {
+    apply_autocast(op, inputs_in, casted, state.autocast);
     inputs = casted;
   }
   // Kernels without stride support get contiguous inputs (a lineage op of its own).
@@ -170,12 +175,11 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
 
   remat::Runtime& rt = remat::Runtime::global();
   const Device device = out_metas[0].device;
-  const KernelFn kernel = kernel_for(op, device);
+  kernel_for(op, device);  // fails before anything is allocated or the RNG advances
 
   auto record = std::make_shared<OpRecord>();
   record->op = &op;
-  record->autocast = ac;
-  record->grad_mode = is_grad_enabled();
+  record->state = state;
   record->inplace = op.flags.inplace;
   if (op.flags.random) {
     int64_t draws = 0;
@@ -226,27 +230,17 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
       outs.emplace_back(std::make_shared<TensorImpl>(std::move(s), m));
     }
   }
-  // 5. The kernel runs.
-  absl::InlinedVector<TensorArg, 4> in_args, out_args;
-  for (size_t i = 0; i < inputs.size(); ++i) in_args.push_back(make_arg(*in_storages[i], in_metas[i]));
-  for (size_t i = 0; i < outs.size(); ++i) out_args.push_back(make_arg(*out_storages[i], outs[i].meta()));
+  // 5. The kernel runs, on the metadata the lineage node records.
+  record->input_metas.assign(in_metas.begin(), in_metas.end());
+  for (const Tensor& t : outs) record->output_metas.push_back(t.meta());
   const bool measure = rt.cost_model() == CostModel::kMeasured;
   // DTR_COST=measured: the device's own timer (events on a GPU).
   std::optional<DeviceTimer> timer;
   if (measure) timer.emplace(device);
-  {
-    KernelContext ctx{in_args, out_args, attrs, record->rng};
-    if (op.flags.cross_device) {
-      copy_across(in_args[0], in_metas[0].device, out_args[0], device);
-    } else {
-      kernel(ctx);
-    }
-  }
+  run_kernel(op, device, in_storages, in_metas, out_storages, record->output_metas, attrs, record->rng);
   const double kernel_seconds = timer ? timer->elapsed() : 0.0;
 
-  // The lineage node: op, attributes, inputs, outputs, RNG, autocast, grad mode, cost.
-  record->input_metas.assign(in_metas.begin(), in_metas.end());
-  for (const Tensor& t : outs) record->output_metas.push_back(t.meta());
+  // The lineage node: op, attributes, inputs, outputs, RNG, dispatch state, cost.
   const OpCost cost = op.estimate(in_metas, record->output_metas, attrs);
   std::vector<Tensor> autograd_inputs;
   std::shared_ptr<remat::Node> node;
@@ -278,7 +272,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
       // the forward) stays replayable from the old version. A write outside
       // grad mode is a state update (optimizer step, running statistics): the
       // storage becomes a constant, so lineage does not grow over steps.
-      if (!remat::is_constant(s) && record->grad_mode) {
+      if (!remat::is_constant(s) && record->state.grad_mode) {
         node = std::make_shared<remat::Node>();
         node->inputs.push_back(old_version);
         for (size_t i = 1; i < inputs.size(); ++i) {

@@ -1,7 +1,7 @@
 // What eager/ records in each lineage node, beyond what remat/ sees: the op,
 // its attributes, the inputs' and outputs' metadata, the RNG (seed, offset),
-// the autocast state and grad mode at the time of the call. The replay
-// closure carries it (Note [replay equals original]).
+// the thread's dispatch state (grad mode, autocast) at the time of the call.
+// The replay closure carries it (Note [replay equals original]).
 #pragma once
 
 #include <memory>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/op_registry.h"
-#include "eager/autocast.h"
+#include "eager/dispatch_state.h"
 #include "eager/tensor.h"
 #include "remat/lineage.h"
 
@@ -21,8 +21,7 @@ struct OpRecord {
   std::vector<TensorMeta> input_metas;
   std::vector<TensorMeta> output_metas;
   RngState rng;
-  AutocastState autocast;
-  bool grad_mode = false;
+  DispatchState state;
   /// For in-place ops: replay first copies the old version (input 0's
   /// storage) into the output storage, then runs the kernel on the view.
   bool inplace = false;

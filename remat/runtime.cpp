@@ -795,7 +795,7 @@ DeviceMemory& Runtime::Impl::add_device(Device d) const {
   DTR_INTERNAL_ASSERT(m->alloc != nullptr, "no allocator for {}", d.str());
   if (budgets_from_options) {
     // DTR_MEMORY_BUDGET, resolved against this device's own memory ("60%").
-    const MemoryBudget spec = d == default_device() ? global_options().memory_budget : MemoryBudget{};
+    const MemoryBudget spec = global_options().memory_budget.for_device(d, d == default_device());
     m->budget = spec.resolve(backend(d).memory_bytes(d.index));
     m->stats.budget_bytes = m->budget.value_or(-1);
   }

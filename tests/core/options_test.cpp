@@ -154,6 +154,147 @@ INSTANTIATE_TEST_SUITE_P(
         BadBudget{"8388608TiB", "too large"}, BadBudget{"9223372036854775.808KB", "too large"},
         BadBudget{"nonee", "expected a number"}));
 
+// ------------------------------------------------- DTR_MEMORY_BUDGET per device
+
+MemoryBudgetSpec spec(std::string_view text) {
+  absl::StatusOr<MemoryBudgetSpec> s = parse_memory_budget_spec(text);
+  EXPECT_TRUE(s.ok()) << text << ": " << s.status();
+  return s.ok() ? *s : MemoryBudgetSpec{};
+}
+MemoryBudget bytes_budget(int64_t bytes) {
+  return MemoryBudget{.kind = MemoryBudget::Kind::kBytes, .bytes = bytes};
+}
+MemoryBudget fraction_budget(double fraction) {
+  return MemoryBudget{.kind = MemoryBudget::Kind::kFraction, .fraction = fraction};
+}
+const MemoryBudget kUnlimited{};
+const Device kCpu(kCPU), kCuda0(kCUDA, 0), kCuda1(kCUDA, 1), kCuda2(kCUDA, 2);
+
+TEST(MemoryBudgetSpec, BareFormsCapTheDefaultDeviceOnly) {
+  MemoryBudgetSpec s = spec("8GiB");
+  EXPECT_EQ(s.default_device, bytes_budget(8 * GiB));
+  EXPECT_TRUE(s.per_device.empty());
+  EXPECT_EQ(s.for_device(kCpu, true), bytes_budget(8 * GiB));
+  EXPECT_EQ(s.for_device(kCuda0, true), bytes_budget(8 * GiB));
+  EXPECT_EQ(s.for_device(kCpu, false), kUnlimited);
+  EXPECT_EQ(s.for_device(kCuda1, false), kUnlimited);
+
+  s = spec(" 60% ");
+  EXPECT_EQ(s.default_device.kind, MemoryBudget::Kind::kFraction);  // resolved per device later
+  EXPECT_DOUBLE_EQ(s.for_device(kCuda0, true).fraction, 0.6);
+  EXPECT_EQ(spec("1073741824").default_device, bytes_budget(GiB));
+  for (const char* text : {"", "  ", "none", "Unlimited"}) {
+    s = spec(text);
+    EXPECT_EQ(s, MemoryBudgetSpec{}) << '"' << text << '"';
+    EXPECT_EQ(s.for_device(kCpu, true), kUnlimited);
+  }
+}
+
+TEST(MemoryBudgetSpec, BareFormsGiveTheSingleValueErrorsUnchanged) {
+  for (const char* text : {"-1GiB", "0", "1.5XB", "150%", "lots"}) {
+    absl::StatusOr<MemoryBudgetSpec> s = parse_memory_budget_spec(text);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_EQ(s.status(), parse_memory_budget(text).status()) << text;
+  }
+}
+
+TEST(MemoryBudgetSpec, PerDeviceEntries) {
+  const MemoryBudgetSpec s = spec("cuda:0=20GiB,cuda:1=20GiB,cpu=none");
+  EXPECT_EQ(s.default_device, kUnlimited);
+  ASSERT_EQ(s.per_device.size(), 3u);
+  EXPECT_EQ(s.per_device[0], std::make_pair(kCuda0, bytes_budget(20 * GiB)));
+  EXPECT_EQ(s.per_device[1], std::make_pair(kCuda1, bytes_budget(20 * GiB)));
+  EXPECT_EQ(s.per_device[2], std::make_pair(kCpu, kUnlimited));
+  EXPECT_EQ(s.for_device(kCuda0, true), bytes_budget(20 * GiB));
+  EXPECT_EQ(s.for_device(kCuda1, false), bytes_budget(20 * GiB));
+  EXPECT_EQ(s.for_device(kCpu, false), kUnlimited);
+  // A device without an entry: unlimited, default device or not.
+  EXPECT_EQ(s.for_device(kCuda2, true), kUnlimited);
+  EXPECT_EQ(s.for_device(kCuda2, false), kUnlimited);
+}
+
+TEST(MemoryBudgetSpec, OneBareEntryAmongTheDevices) {
+  MemoryBudgetSpec s = spec("8GiB,cpu=none");
+  EXPECT_EQ(s.default_device, bytes_budget(8 * GiB));
+  EXPECT_EQ(s.for_device(kCuda0, true), bytes_budget(8 * GiB));
+  EXPECT_EQ(s.for_device(kCuda1, false), kUnlimited);
+  // The device's own entry wins over the bare one, default device or not.
+  EXPECT_EQ(s.for_device(kCpu, true), kUnlimited);
+  s = spec("cuda:1=50%, 2GiB");  // the bare entry may come anywhere
+  EXPECT_EQ(s.default_device, bytes_budget(2 * GiB));
+  EXPECT_EQ(s.for_device(kCuda1, false), fraction_budget(0.5));
+  EXPECT_EQ(s.for_device(kCuda1, true), fraction_budget(0.5));
+}
+
+TEST(MemoryBudgetSpec, SpacesAndCudaMeansCuda0) {
+  const MemoryBudgetSpec s = spec("  cuda = 1.5 GiB ,  cpu=512MiB  ");
+  ASSERT_EQ(s.per_device.size(), 2u);
+  EXPECT_EQ(s.per_device[0], std::make_pair(kCuda0, bytes_budget(GiB + GiB / 2)));
+  EXPECT_EQ(s.per_device[1], std::make_pair(kCpu, bytes_budget(512 * MiB)));
+  EXPECT_EQ(spec("cpu=1GiB"), (MemoryBudgetSpec{.per_device = {{kCpu, bytes_budget(GiB)}}}));
+}
+
+struct BadSpec {
+  const char* text;
+  const char* entry;   // how the message names the offending entry
+  const char* reason;  // a piece of the expected message
+};
+
+class MemoryBudgetSpecRejects : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(MemoryBudgetSpecRejects, WithMessageNamingTheValueAndTheEntry) {
+  const BadSpec& bad = GetParam();
+  absl::StatusOr<MemoryBudgetSpec> s = parse_memory_budget_spec(bad.text);
+  ASSERT_FALSE(s.ok()) << '"' << bad.text << "\" was accepted";
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(s.status().message());
+  EXPECT_THAT(message, HasSubstr(std::string("invalid memory budget \"") + bad.text + "\""));
+  EXPECT_THAT(message, HasSubstr(bad.entry));
+  EXPECT_THAT(message, HasSubstr(bad.reason));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadForms, MemoryBudgetSpecRejects,
+    ::testing::Values(
+        // A malformed budget in an entry.
+        BadSpec{"cuda:0=abc", "entry \"cuda:0=abc\"", "expected a number"},
+        BadSpec{"cpu=0", "entry \"cpu=0\"", "must be positive"},
+        BadSpec{"cpu=-1GiB", "entry \"cpu=-1GiB\"", "negative"},
+        BadSpec{"8GiB,cpu=1.5XB", "entry \"cpu=1.5XB\"", "unknown unit \"XB\""},
+        BadSpec{"cuda:1=150%", "entry \"cuda:1=150%\"", "(0, 100]"},
+        BadSpec{"cpu=1GiB=2GiB", "entry \"cpu=1GiB=2GiB\"", "unknown unit"},
+        BadSpec{"lots,cpu=none", "entry \"lots\"", "expected a number"},
+        // An unknown device.
+        BadSpec{"gpu=1GiB", "entry \"gpu=1GiB\"", "invalid device 'gpu'"},
+        BadSpec{"cuda:x=1GiB", "entry \"cuda:x=1GiB\"", "invalid device 'cuda:x'"},
+        BadSpec{"CPU=1GiB", "entry \"CPU=1GiB\"", "invalid device 'CPU'"},
+        BadSpec{"8GiB,cuda:-1=1GiB", "entry \"cuda:-1=1GiB\"", "invalid device"},
+        // A device named twice.
+        BadSpec{"cuda=1GiB,cuda:0=2GiB", "entry \"cuda:0=2GiB\"",
+                "a second budget for cuda:0 (entry \"cuda=1GiB\" is one already)"},
+        BadSpec{"cpu=1GiB,cuda:1=1GiB,cpu=none", "entry \"cpu=none\"",
+                "a second budget for cpu"},
+        // Two bare entries.
+        BadSpec{"8GiB,4GiB", "entry \"4GiB\"",
+                "a second budget without a device (entry \"8GiB\" already caps the default"},
+        BadSpec{"none,cpu=1GiB,none", "entry \"none\"", "a second budget without a device"},
+        BadSpec{"1,024", "entry \"024\"", "a second budget without a device"},
+        // An empty entry.
+        BadSpec{"8GiB,,cpu=none", "entry 2", "entry 2 is empty"},
+        BadSpec{"8GiB,", "entry 2", "is empty"},
+        BadSpec{",cpu=1GiB", "entry 1", "is empty"},
+        BadSpec{"cpu=1GiB, ,cuda=1GiB", "entry 2", "is empty"},
+        // A missing side of '='.
+        BadSpec{"=1GiB", "entry \"=1GiB\"", "no device before '='"},
+        BadSpec{"8GiB, = none", "entry \"= none\"", "no device before '='"},
+        BadSpec{"cpu=", "entry \"cpu=\"", "no budget after '='"},
+        BadSpec{"cuda:0=20GiB,cpu= ", "entry \"cpu=\"", "no budget after '='"}));
+
+TEST(MemoryBudgetSpec, ASingleValueParserTakesNoDevices) {
+  EXPECT_FALSE(parse_memory_budget("cpu=1GiB").ok());
+  EXPECT_FALSE(parse_memory_budget("8GiB,cpu=none").ok());
+}
+
 // ---------------------------------------------------------------- DTR_MIN_EVICT_BYTES
 
 TEST(ByteSize, AcceptsZeroAndUnits) {
@@ -251,10 +392,11 @@ TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   options.log_level = "off";
   options.trace_path = "x.json";
   options.verify = true;
-  options.memory_budget.kind = MemoryBudget::Kind::kBytes;
+  options.memory_budget.default_device.kind = MemoryBudget::Kind::kBytes;
+  options.memory_budget.per_device.emplace_back(Device(kCPU), MemoryBudget{});
   for (const OptionInfo& row : option_table()) set_option(options, row.env_var, row.default_value);
   const Options defaults;
-  EXPECT_EQ(options.memory_budget.kind, defaults.memory_budget.kind);
+  EXPECT_EQ(options.memory_budget, defaults.memory_budget);
   EXPECT_EQ(options.heuristic, defaults.heuristic);
   EXPECT_EQ(options.sample, defaults.sample);
   EXPECT_EQ(options.min_evict_bytes, defaults.min_evict_bytes);
@@ -266,10 +408,10 @@ TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
 TEST(SetOption, SetsAndResets) {
   Options options;
   set_option(options, "DTR_MEMORY_BUDGET", "2GiB");
-  EXPECT_EQ(options.memory_budget.kind, MemoryBudget::Kind::kBytes);
-  EXPECT_EQ(options.memory_budget.bytes, 2 * GiB);
+  EXPECT_EQ(options.memory_budget.default_device.kind, MemoryBudget::Kind::kBytes);
+  EXPECT_EQ(options.memory_budget.default_device.bytes, 2 * GiB);
   set_option(options, "DTR_MEMORY_BUDGET", "");
-  EXPECT_EQ(options.memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  EXPECT_EQ(options.memory_budget.default_device.kind, MemoryBudget::Kind::kUnlimited);
   set_option(options, "DTR_TRACE", "/tmp/trace.json");
   EXPECT_EQ(options.trace_path, "/tmp/trace.json");
   set_option(options, "DTR_TRACE", "off");
@@ -327,7 +469,7 @@ class EnvTest : public ::testing::Test {
 
 TEST_F(EnvTest, DefaultsWhenUnset) {
   const Options o = options_from_env();
-  EXPECT_EQ(o.memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  EXPECT_EQ(o.memory_budget.default_device.kind, MemoryBudget::Kind::kUnlimited);
   EXPECT_EQ(o.heuristic, Heuristic::kDtrEq);
   EXPECT_EQ(o.sample, SampleMode::kSqrt);
   EXPECT_EQ(o.min_evict_bytes, 0);
@@ -347,8 +489,8 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   set("DTR_TRACE", "/tmp/dtr_trace.json");
   set("DTR_VERIFY", "on");
   const Options o = options_from_env();
-  EXPECT_EQ(o.memory_budget.kind, MemoryBudget::Kind::kBytes);
-  EXPECT_EQ(o.memory_budget.bytes, GiB + GiB / 2);
+  EXPECT_EQ(o.memory_budget.default_device.kind, MemoryBudget::Kind::kBytes);
+  EXPECT_EQ(o.memory_budget.default_device.bytes, GiB + GiB / 2);
   EXPECT_EQ(o.heuristic, Heuristic::kMsps);
   EXPECT_EQ(o.sample, SampleMode::kSqrt);
   EXPECT_EQ(o.min_evict_bytes, 4 * KiB);
@@ -360,19 +502,29 @@ TEST_F(EnvTest, ReadsEveryVariable) {
 
 TEST_F(EnvTest, BudgetForms) {
   set("DTR_MEMORY_BUDGET", "60%");
-  EXPECT_EQ(options_from_env().memory_budget.kind, MemoryBudget::Kind::kFraction);
+  EXPECT_EQ(options_from_env().memory_budget.default_device.kind, MemoryBudget::Kind::kFraction);
   set("DTR_MEMORY_BUDGET", "none");
-  EXPECT_EQ(options_from_env().memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  EXPECT_EQ(options_from_env().memory_budget.default_device.kind, MemoryBudget::Kind::kUnlimited);
   set("DTR_MEMORY_BUDGET", "");
-  EXPECT_EQ(options_from_env().memory_budget.kind, MemoryBudget::Kind::kUnlimited);
+  EXPECT_EQ(options_from_env().memory_budget.default_device.kind, MemoryBudget::Kind::kUnlimited);
   set("DTR_MEMORY_BUDGET", "1073741824");
-  EXPECT_EQ(options_from_env().memory_budget.bytes, GiB);
+  EXPECT_EQ(options_from_env().memory_budget.default_device.bytes, GiB);
+  set("DTR_MEMORY_BUDGET", "cuda:0=20GiB,cuda:1=20GiB,cpu=none");
+  const MemoryBudgetSpec per_device = options_from_env().memory_budget;
+  EXPECT_EQ(per_device.for_device(Device(kCUDA, 1), false).bytes, 20 * GiB);
+  EXPECT_EQ(per_device.for_device(Device(kCPU), true).kind, MemoryBudget::Kind::kUnlimited);
+  set("DTR_MEMORY_BUDGET", "8GiB,cpu=none");
+  EXPECT_EQ(options_from_env().memory_budget.default_device.bytes, 8 * GiB);
 }
 
 TEST_F(EnvTest, BadValuesNameVariableValueAndAcceptedForms) {
   for (const char* bad : {"-1GiB", "0", "nan", "inf", "1.5XB", "1.5GiB!", "150%", "0%",
                           "9223372036854775808", "lots"}) {
     expect_rejected("DTR_MEMORY_BUDGET", bad, "\"1.5GiB\"");
+  }
+  for (const char* bad : {"8GiB,,cpu=none", "gpu=1GiB", "cuda=1GiB,cuda:0=1GiB", "8GiB,4GiB",
+                          "cpu=", "=8GiB", "cpu=lots"}) {
+    expect_rejected("DTR_MEMORY_BUDGET", bad, "\"cuda:0=20GiB,cuda:1=20GiB,cpu=none\"");
   }
   expect_rejected("DTR_HEURISTIC", "random", "dtr_eq, dtr, dtr_local, lru, size, msps");
   expect_rejected("DTR_SAMPLE", "half", "all, sqrt");

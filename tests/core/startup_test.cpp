@@ -118,6 +118,17 @@ TEST_F(Startup, AGoodValueIsStillApplied) {
   EXPECT_EQ(s["options"], "ok budget 67108864 heuristic msps log 3");
 }
 
+TEST_F(Startup, APerDeviceBudgetCapsTheCpuByItsEntryOrTheBareOne) {
+  // Without CUDA the CPU is the default device: its own entry, else the bare
+  // entry, caps it; an entry for another device leaves it unlimited.
+  EXPECT_EQ(run({{"DTR_MEMORY_BUDGET", "cuda:0=1GiB,cpu=64MiB"}})["options"],
+            "ok budget 67108864 heuristic dtr_eq log 3");
+  EXPECT_EQ(run({{"DTR_MEMORY_BUDGET", "32MiB,cuda:1=1GiB"}})["options"],
+            "ok budget 33554432 heuristic dtr_eq log 3");
+  EXPECT_EQ(run({{"DTR_MEMORY_BUDGET", "cuda=1GiB"}})["options"],
+            "ok budget none heuristic dtr_eq log 3");
+}
+
 TEST_F(Startup, AMisspelledVariableIsNamedOnceWithTheClosestOption) {
   testing::Output r;
   auto s = run({{"DTR_MEMORYBUDGET", "1"}, {"DTR_HEURSITIC", "lru"}}, &r);

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "dtr/dtr.h"
+#include "eager/dispatch_state.h"
 #include "tests/testing.h"
 
 namespace dtr {
@@ -306,6 +307,69 @@ TEST(Checkpoint, AutocastStateOfTheForwardIsReplayed) {
   const auto want = run(false);
   const auto got = run(true);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(bitwise_equal(got[i], want[i])) << i;
+}
+
+TEST(Checkpoint, RecomputationRunsUnderTheForwardsStateWhateverTheCallers) {
+  // Forward outside autocast; backward inside a bf16 autocast scope, with the
+  // generator moved on: the recomputation sees the forward's RNG state and
+  // dispatch state (grad mode on), and the caller's are back afterwards.
+  manual_seed(12);
+  Tensor x = randn({4, 6}).requires_grad_();
+  std::vector<DispatchState> seen;
+  std::vector<RngState> seen_rng;
+  UnaryFn fn = [&](const Tensor& t) {
+    seen.push_back(DispatchState::current());
+    seen_rng.push_back(get_rng_state());
+    return dropout(t * 2.0, 0.5, true);
+  };
+  const RngState forward_rng = get_rng_state();
+  Tensor y = checkpoint(fn, x);
+  const Tensor mask_forward = y.detach();
+  Tensor loss = sum(y);
+  randn({16});  // moves the generator on
+  const RngState caller_rng = get_rng_state();
+  ASSERT_NE(caller_rng.offset, forward_rng.offset);
+  {
+    AutocastGuard ac(kBFloat16);
+    const DispatchState caller = DispatchState::current();
+    loss.backward();
+    EXPECT_EQ(DispatchState::current(), caller);
+  }
+  EXPECT_EQ(get_rng_state().offset, caller_rng.offset);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], (DispatchState{.grad_mode = false, .autocast = {}}));  // forward: no_grad
+  EXPECT_EQ(seen[1], (DispatchState{.grad_mode = true, .autocast = {}}));   // recomputation
+  EXPECT_EQ(seen_rng[1].seed, forward_rng.seed);
+  EXPECT_EQ(seen_rng[1].offset, forward_rng.offset);
+  // Same dropout mask: the gradient is 2 / (1 - p) exactly where y is kept.
+  const std::vector<float> g = x.grad().to_vector<float>();
+  const std::vector<float> kept = mask_forward.to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], kept[i] == 0.0f ? 0.0f : 4.0f) << i;
+}
+
+TEST(Checkpoint, ARecomputationThatThrowsRestoresTheCallersState) {
+  manual_seed(13);
+  Tensor x = randn({3}).requires_grad_();
+  int calls = 0;
+  Tensor y;
+  {
+    AutocastGuard ac(kFloat16);
+    y = checkpoint(
+        [&calls](const Tensor& t) {
+          if (++calls == 2) throw ValueError("recomputation failing on purpose");
+          return t * 2.0;
+        },
+        x);
+  }
+  Tensor loss = sum(y.to(kFloat32));
+  randn({8});
+  const RngState caller_rng = get_rng_state();
+  const DispatchState caller = DispatchState::current();
+  EXPECT_THROW(loss.backward(), ValueError);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(DispatchState::current(), caller);
+  EXPECT_EQ(get_rng_state().seed, caller_rng.seed);
+  EXPECT_EQ(get_rng_state().offset, caller_rng.offset);
 }
 
 TEST(Checkpoint, MatchesPyTorch) {

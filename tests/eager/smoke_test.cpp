@@ -81,12 +81,12 @@ TEST(Lineage, EveryOpRecordsANode) {
   {
     AutocastGuard ac(kBFloat16);
     Tensor d = r.clone();
-    EXPECT_TRUE(lineage_of(d)->autocast.enabled);
-    EXPECT_EQ(lineage_of(d)->autocast.dtype, kBFloat16);
+    EXPECT_TRUE(lineage_of(d)->state.autocast.enabled);
+    EXPECT_EQ(lineage_of(d)->state.autocast.dtype, kBFloat16);
   }
   {
     NoGradGuard ng;
-    EXPECT_FALSE(lineage_of(r.clone())->grad_mode);
+    EXPECT_FALSE(lineage_of(r.clone())->state.grad_mode);
   }
   EXPECT_EQ(lineage_of(from_vector(std::vector<float>{1})), nullptr);
 }

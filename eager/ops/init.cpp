@@ -57,20 +57,10 @@ void ensure_ops_registered() {
     auto& registry = OpRegistry::instance();
     const size_t rows_before = registry.ops().size();
     try {
-      // One line per op family (each defined in eager/ops/<family>.cpp).
-      ops::register_copy_ops();
-      ops::register_creation_ops();
-      ops::register_view_ops();
-      ops::register_index_ops();
-      ops::register_linalg_ops();
-      ops::register_conv_ops();
-      ops::register_nn_functional_ops();
-      ops::register_unary_ops();
-      ops::register_binary_ops();
-      ops::register_reduce_ops();
-      ops::register_loss_ops();
-      ops::register_norm_ops();
-      // @@op-families@@
+      // Every family of core/op_families.h (each defined in eager/ops/<family>.cpp).
+#define DTR_REGISTER_OPS(family) ops::register_##family##_ops();
+      DTR_OP_FAMILIES(DTR_REGISTER_OPS)
+#undef DTR_REGISTER_OPS
       set_scalar_work_costs();
       cpu::register_kernels();
       remat::Runtime::global().set_copy_fn(kCPU, device_copy_fn(kCPU));

@@ -1,5 +1,8 @@
 #include "core/op_registry.h"
 
+#include <map>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +14,16 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+// Every op dispatched anywhere in the test binary is checked against its
+// row's declared parameters: an undeclared, misspelled or mistyped attribute
+// fails the test that dispatches it.
+class CheckAttrsEverywhere : public ::testing::Environment {
+ public:
+  void SetUp() override { OpRegistry::set_check_attrs(true); }
+};
+[[maybe_unused]] ::testing::Environment* const kCheckAttrs =
+    ::testing::AddGlobalTestEnvironment(new CheckAttrsEverywhere);
 
 OpDef row(const char* name) {
   OpDef def;
@@ -122,6 +135,26 @@ TEST(OpDefMakeAttrs, FillsDefaultsAndChecksRunTimeNames) {
               AllOf(HasSubstr("'min'"), HasSubstr("float"), HasSubstr("got int")));
 }
 
+TEST(OpDefMakeAttrs, ARealRowBuildsTheAttributesItsCallerWould) {
+  const OpDef& sum = op("sum");
+  std::vector<std::pair<std::string, AttrValue>> given{{"dims", Shape{1}}};
+  const Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor y = dispatch1(sum, {x}, sum.make_attrs(given));
+  EXPECT_TRUE(testing::bitwise_equal(y, dtr::sum(x, {1})));
+  given.emplace_back("keepdims", true);
+  EXPECT_THAT(testing::error_message<ValueError>([&] { sum.make_attrs(given); }),
+              AllOf(HasSubstr("sum: unknown attribute 'keepdims'"), HasSubstr("keepdim (bool)")));
+}
+
+TEST(OpRegistry, DispatchChecksAttributesWhileCheckingIsOn) {
+  ASSERT_TRUE(OpRegistry::check_attrs_enabled()) << "the test environment turns checking on";
+  const OpDef& sum = op("sum");
+  const Tensor x = from_vector(std::vector<double>{1, 2, 3}, {3});
+  EXPECT_THROW(dispatch1(sum, {x}, Attrs{{"dims", Shape{0}}, {"keepdims", false}}), ValueError);
+  EXPECT_THROW(dispatch1(sum, {x}, Attrs{{"dims", Shape{0}}, {"keepdim", int64_t{0}}}), TypeError);
+  EXPECT_THROW(dispatch1(sum, {x}, Attrs{{"keepdim", false}}), ValueError);
+}
+
 // Attributes own their keys, so keys made at run time may go away.
 TEST(Attrs, KeysBuiltFromRunTimeStringsOutliveThem) {
   Attrs a;
@@ -157,6 +190,22 @@ TEST(OpRegistry, EveryDeclaredKeyFitsTheSmallStringBuffer) {
         EXPECT_EQ(param_type_of(*p.default_value), p.type) << d->name << "." << p.name;
       }
     }
+  }
+}
+
+// The scalar-work calibration of Note [scores], set on the rows: these rows
+// and no others, with the values benchmarks/cost_model measured.
+TEST(OpRegistry, ScalarWorkCalibrationLivesOnItsRows) {
+  ensure_ops_registered();
+  const std::map<std::string, double> calibrated = {
+      {"randn", 2200}, {"rand", 600},           {"randint", 700},        {"dropout", 640},
+      {"softmax", 380}, {"log_softmax", 380},   {"cross_entropy", 350},  {"gelu", 130},
+      {"gelu_backward", 180}, {"silu", 80},     {"silu_backward", 110},  {"tanh", 120},
+      {"sigmoid", 75}, {"exp", 75},             {"log", 75},             {"batch_norm", 90},
+  };
+  for (const auto& d : OpRegistry::instance().ops()) {
+    const auto it = calibrated.find(d->name);
+    EXPECT_EQ(d->scalar_flops_per_element, it == calibrated.end() ? 0.0 : it->second) << d->name;
   }
 }
 

@@ -1,16 +1,18 @@
 // The op conformance harness (DESIGN.md "Testing"): every op of eager/ops.h,
 // one row per case, checked against PyTorch reference values committed in
 // tests/golden/golden.txt (written by tests/golden/gen_golden.py; the format
-// is described there). For each case:
-//   Conformance.Float64/<case>        values and input gradients vs PyTorch, rtol 1e-10
-//   Conformance.Float32/<case>        the same in float32, rtol 1e-5
-//   Conformance.BudgetBitwise/<case>  forward + backward again under a tight memory
-//                                     budget: bitwise equal to the unlimited run
-//   ConformanceGradcheck.Float64/<case>  finite differences (differentiable cases)
-//   ConformanceRandom.BudgetBitwise/<op> random ops: bitwise replay under a budget
+// is described there). Every case runs on every device of
+// conformance_devices(); for each case and device:
+//   Conformance.Float64/<case>_<device>        values and input gradients vs PyTorch, rtol 1e-10
+//   Conformance.Float32/<case>_<device>        the same in float32, rtol 1e-5
+//   Conformance.BudgetBitwise/<case>_<device>  forward + backward again under a tight memory
+//                                              budget: bitwise equal to the unlimited run
+//   ConformanceGradcheck.Float64/<case>_<device>  finite differences (differentiable cases)
+//   ConformanceRandom.BudgetBitwise/<op>_<device> random ops: bitwise replay under a budget
 // Gradients are those of L = sum_k sum(out_k * w_k) with the generator's weights.
 // The rows of kCases mirror the generator's lambdas, name for name.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -32,9 +34,20 @@ namespace {
 
 using Inputs = std::vector<Tensor>;
 using Outputs = std::vector<Tensor>;
-/// A case: the op call on rebuilt inputs; `dt` is the run's floating dtype
-/// (creation ops use it).
-using CaseFn = std::function<Outputs(const Inputs& x, DType dt)>;
+
+/// The devices every case runs on.
+std::vector<Device> conformance_devices() { return {Device(kCPU)}; }
+
+/// Where a case runs: the run's floating dtype and the device.
+struct CaseRun {
+  DType dtype = kFloat64;
+  Device device;
+};
+/// Options of a factory of the run's floating dtype on its device.
+TensorOptions options(const CaseRun& r) { return TensorOptions(r.dtype).device(r.device); }
+
+/// A case: the op call on rebuilt inputs (on the run's device).
+using CaseFn = std::function<Outputs(const Inputs& x, const CaseRun& run)>;
 
 template <typename... T>
 Outputs outs(const std::tuple<T...>& t) {
@@ -44,8 +57,18 @@ Outputs outs(const std::tuple<T...>& t) {
 // ---------------------------------------------------------------------------- the table
 // Keep in the same order and with the same names as gen_golden.py.
 
-#define CASE(name, ...) \
-  { name, [](const Inputs& x, DType dt) -> Outputs { (void)x; (void)dt; return __VA_ARGS__; } }
+// In a case, `dt` are the options of a factory of the run's floating dtype
+// on its device, `on` those of a factory that infers its dtype.
+#define CASE(name, ...)                                                 \
+  {                                                                     \
+    name, [](const Inputs& x, const CaseRun& run) -> Outputs {              \
+      const TensorOptions dt = options(run), on(run.device);            \
+      (void)x;                                                          \
+      (void)dt;                                                         \
+      (void)on;                                                         \
+      return __VA_ARGS__;                                               \
+    }                                                                   \
+  }
 
 Outputs batch_norm_case(const Inputs& x, bool training, bool affine) {
   Tensor rm = x[1], rv = x[2];
@@ -61,11 +84,11 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("zeros", {zeros({2, 3}, dt)}),
       CASE("ones", {ones({2, 3}, dt)}),
       CASE("full", {full({2, 2}, 2.5, dt)}),
-      CASE("arange_end", {arange(5)}),
+      CASE("arange_end", {arange(5, on)}),
       CASE("arange_start_step", {arange(1.0, 2.0, 0.25, dt)}),
-      CASE("arange_negative_step", {arange(5, -3, -2)}),
-      CASE("full_int_value", {full({2, 2}, 3)}),
-      CASE("full_bool_value", {full({3}, true)}),
+      CASE("arange_negative_step", {arange(5, -3, -2, on)}),
+      CASE("full_int_value", {full({2, 2}, 3, on)}),
+      CASE("full_bool_value", {full({3}, true, on)}),
       CASE("zeros_like", {zeros_like(x[0])}),
       CASE("ones_like", {ones_like(x[0])}),
       CASE("full_like", {full_like(x[0], -1.5)}),
@@ -433,24 +456,30 @@ const GoldenCase* golden(const std::string& name) {
 
 // ---------------------------------------------------------------------------- running a case
 
-Tensor make_input(const InputSpec& s, DType dt) {
+/// Host values moved to `device` (a leaf there: before any requires_grad).
+Tensor on_device(Tensor t, Device device) {
+  return t.device() == device ? t : t.to(device);
+}
+
+Tensor make_input(const InputSpec& s, const CaseRun& run) {
   switch (s.kind) {
     case 'i': {
       std::vector<int64_t> v(s.values.begin(), s.values.end());
-      return from_vector(v, s.shape);
+      return on_device(from_vector(v, s.shape), run.device);
     }
     case 'b': {
       std::vector<bool> v;
       for (double e : s.values) v.push_back(e != 0);
-      return from_vector(v, s.shape);
+      return on_device(from_vector(v, s.shape), run.device);
     }
     default: {
       Tensor t;
-      if (dt == kFloat64) {
+      if (run.dtype == kFloat64) {
         t = from_vector(s.values, s.shape);
       } else {
         t = from_vector(std::vector<float>(s.values.begin(), s.values.end()), s.shape);
       }
+      t = on_device(std::move(t), run.device);
       if (s.requires_grad) t.requires_grad_();
       return t;
     }
@@ -458,11 +487,11 @@ Tensor make_input(const InputSpec& s, DType dt) {
 }
 
 /// The generator's weights w[i] = 0.5 + 0.37 * ((i * 7919) % 13) / 13.
-Tensor weights(const Shape& shape, DType dt) {
+Tensor weights(const Shape& shape, DType dt, Device device) {
   std::vector<double> w(size_t(numel(shape)));
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5 + 0.37 * double((i * 7919) % 13) / 13.0;
-  if (dt == kFloat64) return from_vector(w, shape);
-  return from_vector(std::vector<float>(w.begin(), w.end()), shape);
+  if (dt == kFloat64) return on_device(from_vector(w, shape), device);
+  return on_device(from_vector(std::vector<float>(w.begin(), w.end()), shape), device);
 }
 
 struct Result {
@@ -474,19 +503,19 @@ struct Result {
 /// over the floating outputs that require grad. With `evictable_inputs` the op
 /// sees clones of the leaves, so its inputs have lineage and may be evicted.
 /// `after_forward`, when given, runs between the forward and the backward.
-Result run_case(const CaseFn& fn, const GoldenCase& gc, DType dt, bool evictable_inputs = false,
+Result run_case(const CaseFn& fn, const GoldenCase& gc, const CaseRun& run, bool evictable_inputs = false,
                 const std::function<void()>& after_forward = {}) {
   Inputs leaves, args;
-  for (const auto& s : gc.inputs) leaves.push_back(make_input(s, dt));
+  for (const auto& s : gc.inputs) leaves.push_back(make_input(s, run));
   for (const auto& t : leaves) args.push_back(evictable_inputs ? t.clone() : t);
   Result r;
-  r.outputs = fn(args, dt);
+  r.outputs = fn(args, run);
   args.clear();
   if (after_forward) after_forward();
   Tensor loss;
   for (const auto& o : r.outputs) {
     if (!o.defined() || !o.is_floating_point() || !o.requires_grad()) continue;
-    Tensor term = sum(mul(o, weights(o.shape(), o.dtype())));
+    Tensor term = sum(mul(o, weights(o.shape(), o.dtype(), o.device())));
     loss = loss.defined() ? add(loss, term) : term;
   }
   if (loss.defined()) loss.backward();
@@ -523,7 +552,7 @@ Tolerance tolerance(DType dt) { return dt == kFloat64 ? Tolerance{1e-10, 1e-12} 
   return ::testing::AssertionSuccess();
 }
 
-void check_against_golden(const std::string& name, DType dt) {
+void check_against_golden(const std::string& name, DType dt, Device device) {
   const CaseFn* fn = find_case(name);
   const GoldenCase* gc = golden(name);
   ASSERT_NE(fn, nullptr);
@@ -536,7 +565,7 @@ void check_against_golden(const std::string& name, DType dt) {
     ASSERT_NEAR(sum, s.checksum, 1e-12 * std::max(1.0, std::abs(s.checksum)))
         << "input " << k << " rebuilt here differs from the generator's formula";
   }
-  const Result r = run_case(*fn, *gc, dt);
+  const Result r = run_case(*fn, *gc, CaseRun{dt, device});
   ASSERT_EQ(r.outputs.size(), gc->outputs.size()) << "number of outputs";
   for (size_t k = 0; k < r.outputs.size(); ++k) {
     const OutputSpec& o = gc->outputs[k];
@@ -605,7 +634,21 @@ std::vector<std::string> differentiable_case_names() {
   return names;
 }
 
-std::string param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+/// A test's parameter: a case (or random op) and the device it runs on.
+using CaseOnDevice = std::tuple<std::string, Device>;
+
+/// Every name crossed with every device of conformance_devices().
+auto on_every_device(const std::vector<std::string>& names) {
+  return ::testing::Combine(::testing::ValuesIn(names), ::testing::ValuesIn(conformance_devices()));
+}
+
+/// "<case>_<device>", the device spelled with letters, digits and '_' ("cuda_1").
+std::string param_name(const ::testing::TestParamInfo<CaseOnDevice>& info) {
+  std::string device = std::get<1>(info.param).str();
+  for (char& c : device)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return std::get<0>(info.param) + "_" + device;
+}
 
 TEST(ConformanceFixture, CoversEveryCaseOfTheTable) {
   const Fixture& fx = fixture();
@@ -616,11 +659,15 @@ TEST(ConformanceFixture, CoversEveryCaseOfTheTable) {
   EXPECT_EQ(fx.order, all_case_names()) << "table and generator list the cases in different orders";
 }
 
-class Conformance : public ::testing::TestWithParam<std::string> {};
+class Conformance : public ::testing::TestWithParam<CaseOnDevice> {
+ protected:
+  const std::string& case_name() const { return std::get<0>(GetParam()); }
+  Device device() const { return std::get<1>(GetParam()); }
+};
 
-TEST_P(Conformance, Float64) { check_against_golden(GetParam(), kFloat64); }
+TEST_P(Conformance, Float64) { check_against_golden(case_name(), kFloat64, device()); }
 
-TEST_P(Conformance, Float32) { check_against_golden(GetParam(), kFloat32); }
+TEST_P(Conformance, Float32) { check_against_golden(case_name(), kFloat32, device()); }
 
 // Note [replay equals original]: the same forward and backward under a tight
 // budget must produce bitwise the values of the unlimited run. The budget is
@@ -689,33 +736,34 @@ void check_budget_bitwise(const std::function<Result(const std::function<void()>
 }
 
 TEST_P(Conformance, BudgetBitwise) {
-  const CaseFn* fn = find_case(GetParam());
-  const GoldenCase* gc = golden(GetParam());
+  const CaseFn* fn = find_case(case_name());
+  const GoldenCase* gc = golden(case_name());
   ASSERT_NE(fn, nullptr);
   ASSERT_NE(gc, nullptr);
   check_budget_bitwise([&](const std::function<void()>& after_forward) {
-    return run_case(*fn, *gc, kFloat32, /*evictable_inputs=*/true, after_forward);
+    return run_case(*fn, *gc, CaseRun{kFloat32, device()}, /*evictable_inputs=*/true, after_forward);
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, Conformance, ::testing::ValuesIn(all_case_names()), param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, Conformance, on_every_device(all_case_names()), param_name);
 
-class ConformanceGradcheck : public ::testing::TestWithParam<std::string> {};
+class ConformanceGradcheck : public Conformance {};
 
 // Finite differences in float64 on the floating outputs that require grad
 // (flattened and concatenated when there are several).
 TEST_P(ConformanceGradcheck, Float64) {
-  const CaseFn* fn = find_case(GetParam());
-  const GoldenCase* gc = golden(GetParam());
+  const CaseFn* fn = find_case(case_name());
+  const GoldenCase* gc = golden(case_name());
   ASSERT_NE(fn, nullptr);
   ASSERT_NE(gc, nullptr);
+  const CaseRun run{kFloat64, device()};
   Inputs leaves;
-  for (const auto& s : gc->inputs) leaves.push_back(make_input(s, kFloat64));
+  for (const auto& s : gc->inputs) leaves.push_back(make_input(s, run));
   std::vector<bool> use;
-  for (const auto& o : (*fn)(leaves, kFloat64))
+  for (const auto& o : (*fn)(leaves, run))
     use.push_back(o.defined() && o.is_floating_point() && o.requires_grad());
   auto f = [&](const Inputs& in) {
-    const Outputs o = (*fn)(in, kFloat64);
+    const Outputs o = (*fn)(in, run);
     std::vector<Tensor> parts;
     for (size_t k = 0; k < o.size() && k < use.size(); ++k)
       if (use[k]) parts.push_back(o[k]);
@@ -726,7 +774,7 @@ TEST_P(ConformanceGradcheck, Float64) {
   EXPECT_TRUE(testing::gradcheck(f, leaves));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, ConformanceGradcheck, ::testing::ValuesIn(differentiable_case_names()),
+INSTANTIATE_TEST_SUITE_P(Ops, ConformanceGradcheck, on_every_device(differentiable_case_names()),
                          param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConformanceGradcheck);
 
@@ -752,20 +800,21 @@ struct RandomCase {
 
 const std::vector<RandomCase>& random_cases() {
   static const std::vector<RandomCase> table = {
-      {"randn", {}, [](const Inputs&, DType dt) -> Outputs { return {randn({3, 4}, dt)}; }},
-      {"rand", {}, [](const Inputs&, DType dt) -> Outputs { return {rand({2, 5}, dt)}; }},
-      {"randint", {}, [](const Inputs&, DType) -> Outputs { return {randint(-3, 7, {10})}; }},
+      {"randn", {}, [](const Inputs&, const CaseRun& r) -> Outputs { return {randn({3, 4}, options(r))}; }},
+      {"rand", {}, [](const Inputs&, const CaseRun& r) -> Outputs { return {rand({2, 5}, options(r))}; }},
+      {"randint", {},
+       [](const Inputs&, const CaseRun& r) -> Outputs { return {randint(-3, 7, {10}, TensorOptions(r.device))}; }},
       {"randn_like", {float_input({3, 4}, 0.5)},
-       [](const Inputs& x, DType) -> Outputs { return {randn_like(x[0])}; }},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {randn_like(x[0])}; }},
       {"rand_like", {float_input({3, 4}, 0.6)},
-       [](const Inputs& x, DType) -> Outputs { return {rand_like(x[0])}; }},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {rand_like(x[0])}; }},
       {"randn_in_graph", {float_input({3, 4}, 0.7)},
-       [](const Inputs& x, DType dt) -> Outputs { return {mul(x[0], randn({3, 4}, dt))}; }},
+       [](const Inputs& x, const CaseRun& r) -> Outputs { return {mul(x[0], randn({3, 4}, options(r)))}; }},
       {"dropout_train", {float_input({4, 6}, 0.8)},
-       [](const Inputs& x, DType) -> Outputs { return {dropout(x[0], 0.3, true)}; }},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {dropout(x[0], 0.3, true)}; }},
       {"sdpa_dropout",
        {float_input({2, 3, 4}, 0.9), float_input({2, 3, 4}, 1.0), float_input({2, 3, 5}, 1.1)},
-       [](const Inputs& x, DType) -> Outputs {
+       [](const Inputs& x, const CaseRun&) -> Outputs {
          return {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.25, true)};
        }},
   };
@@ -778,23 +827,24 @@ std::vector<std::string> random_case_names() {
   return names;
 }
 
-class ConformanceRandom : public ::testing::TestWithParam<std::string> {};
+class ConformanceRandom : public Conformance {};
 
 TEST_P(ConformanceRandom, BudgetBitwise) {
   const auto& cs = random_cases();
-  const auto it = std::find_if(cs.begin(), cs.end(), [&](const RandomCase& c) { return c.name == GetParam(); });
+  const auto it =
+      std::find_if(cs.begin(), cs.end(), [&](const RandomCase& c) { return c.name == case_name(); });
   ASSERT_NE(it, cs.end());
   GoldenCase gc;
   gc.inputs = it->inputs;
   const RngState saved = get_rng_state();
   check_budget_bitwise([&](const std::function<void()>& after_forward) {
     manual_seed(1234);
-    return run_case(it->fn, gc, kFloat32, /*evictable_inputs=*/true, after_forward);
+    return run_case(it->fn, gc, CaseRun{kFloat32, device()}, /*evictable_inputs=*/true, after_forward);
   });
   set_rng_state(saved);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, ConformanceRandom, ::testing::ValuesIn(random_case_names()), param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, ConformanceRandom, on_every_device(random_case_names()), param_name);
 
 }  // namespace
 }  // namespace dtr

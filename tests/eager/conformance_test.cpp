@@ -11,6 +11,8 @@
 //   ConformanceRandom.BudgetBitwise/<op>_<device> random ops: bitwise replay under a budget
 // Gradients are those of L = sum_k sum(out_k * w_k) with the generator's weights.
 // The rows of kCases mirror the generator's lambdas, name for name.
+// OpRegistryCompleteness (at the end) checks that the cases reach every
+// primitive row of the registry.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -20,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -30,6 +33,10 @@
 #include "tests/testing.h"
 
 namespace dtr {
+
+// Names the device in gtest's parameter listings (found by ADL).
+void PrintTo(const Device& d, std::ostream* os) { *os << d.str(); }
+
 namespace {
 
 using Inputs = std::vector<Tensor>;
@@ -297,6 +304,25 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("softmax_long", {softmax(x[0], -1)}),
       CASE("log_softmax_long", {log_softmax(x[0], -1)}),
       CASE("layer_norm_long", {layer_norm(x[0], {131}, x[1], x[2])}),
+      // ---- in-place forms (on a clone, so the leaf keeps its gradient) and copies
+      CASE("neg_", {x[0].clone().neg_()}),
+      CASE("exp_", {x[0].clone().exp_()}),
+      CASE("sqrt_", {x[0].clone().sqrt_()}),
+      CASE("tanh_", {x[0].clone().tanh_()}),
+      CASE("sigmoid_", {x[0].clone().sigmoid_()}),
+      CASE("relu_", {x[0].clone().relu_()}),
+      CASE("clamp_", {x[0].clone().clamp_(-0.5, 0.5)}),
+      CASE("add_", {x[0].clone().add_(x[1], 2)}),
+      CASE("sub_", {x[0].clone().sub_(x[1], 0.5)}),
+      CASE("mul_", {x[0].clone().mul_(x[1])}),
+      CASE("div_", {x[0].clone().div_(x[1])}),
+      CASE("add_scalar_", {x[0].clone().add_(1.5)}),
+      CASE("mul_scalar_", {x[0].clone().mul_(-2.0)}),
+      CASE("div_scalar_", {x[0].clone().div_(4.0)}),
+      CASE("masked_fill_", {x[0].clone().masked_fill_(x[1], -1.0)}),
+      CASE("copy_", {zeros({3, 4}, dt).copy_(x[0])}),
+      CASE("fill_", {x[0].clone().fill_(2.5)}),
+      CASE("to_int64", {x[0].to(kInt64)}),
   };
   return table;
 }
@@ -845,6 +871,64 @@ TEST_P(ConformanceRandom, BudgetBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ConformanceRandom, on_every_device(random_case_names()), param_name);
+
+// ---------------------------------------------------------------------------- completeness
+// The registry against the kernels and the cases: every primitive row that
+// is not a view has a CPU kernel and is reached by some case of the tables
+// above (its forward or its backward, on the CPU), and no composite row has
+// a kernel. Rows that tests define for themselves are named "test_...".
+
+std::set<std::string>& reached_rows() {
+  static std::set<std::string> rows;
+  return rows;
+}
+
+/// The rows dispatch runs for every case of both tables, forward and backward.
+std::set<std::string> rows_reached_by_cases() {
+  reached_rows().clear();
+  struct ObserverOff {
+    ~ObserverOff() { OpRegistry::set_dispatch_observer(nullptr); }
+  } off;
+  OpRegistry::set_dispatch_observer([](const OpDef& op) { reached_rows().insert(op.name); });
+  const CaseRun run{kFloat64, Device(kCPU)};
+  for (const auto& [name, fn] : cases()) {
+    if (const GoldenCase* gc = golden(name)) (void)run_case(fn, *gc, run);
+  }
+  for (const RandomCase& c : random_cases()) {
+    GoldenCase gc;
+    gc.inputs = c.inputs;
+    (void)run_case(c.fn, gc, run);
+  }
+  return reached_rows();
+}
+
+TEST(OpRegistryCompleteness, EveryPrimitiveRowHasACpuKernelAndAConformanceCase) {
+  ASSERT_TRUE(fixture().error.empty()) << fixture().error;
+  ASSERT_TRUE(OpRegistry::check_attrs_enabled()) << "the observer sees rows only while checking";
+  const std::set<std::string> reached = rows_reached_by_cases();
+  size_t primitive = 0;
+  for (const auto& row : OpRegistry::instance().ops()) {
+    const OpDef& d = *row;
+    if (d.name.starts_with("test_")) continue;
+    const bool has_cpu_kernel = d.kernels[size_t(kCPU)] != nullptr;
+    if (d.kind == OpKind::kComposite) {
+      for (size_t t = 0; t < d.kernels.size(); ++t)
+        EXPECT_EQ(d.kernels[t], nullptr) << d.name << ": a composite row has a kernel";
+      continue;
+    }
+    if (d.flags.view) {
+      EXPECT_FALSE(has_cpu_kernel) << d.name << ": a view row has a kernel dispatch never calls";
+      continue;
+    }
+    ++primitive;
+    EXPECT_TRUE(has_cpu_kernel) << d.name << ": a primitive row without a CPU kernel";
+    EXPECT_TRUE(reached.contains(d.name))
+        << d.name << ": no conformance case reaches this row; add one to cases() (and gen_golden.py)";
+  }
+  EXPECT_GT(primitive, 100u);
+  for (const std::string& name : reached)
+    EXPECT_NE(OpRegistry::instance().find(name), nullptr) << name;
+}
 
 }  // namespace
 }  // namespace dtr

@@ -1,5 +1,8 @@
 // Op attributes: a small named list of values, recorded in lineage and
-// replayed verbatim (Note [replay equals original]).
+// replayed verbatim (Note [replay equals original]). Keys are owned copies,
+// so attributes built from run-time strings (bindings) stay valid; every key
+// an op declares fits std::string's inline buffer (tests/core/
+// op_registry_test.cpp checks), so building them allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -23,16 +26,16 @@ class Attrs {
  public:
   Attrs() = default;
   Attrs(std::initializer_list<std::pair<std::string_view, AttrValue>> init) {
-    for (const auto& [k, v] : init) items_.emplace_back(k, v);
+    for (const auto& [k, v] : init) items_.emplace_back(std::string(k), v);
   }
-  /// Keys must be string literals (they are not copied).
+  /// Adds or replaces `key` (copied).
   Attrs& set(std::string_view key, AttrValue v) {
     for (auto& [k, val] : items_)
       if (k == key) {
         val = std::move(v);
         return *this;
       }
-    items_.emplace_back(key, std::move(v));
+    items_.emplace_back(std::string(key), std::move(v));
     return *this;
   }
   bool has(std::string_view key) const { return find(key) != nullptr; }
@@ -69,7 +72,7 @@ class Attrs {
     DTR_INTERNAL_ASSERT(std::holds_alternative<T>(*v), "attribute '{}' has another type", key);
     return std::get<T>(*v);
   }
-  absl::InlinedVector<std::pair<std::string_view, AttrValue>, 4> items_;
+  absl::InlinedVector<std::pair<std::string, AttrValue>, 4> items_;
 };
 
 }  // namespace dtr

@@ -1,17 +1,23 @@
 // The op registry: one row per op (STYLE.md "One op table"). A row holds the
-// op's name, shape inference, kernel per backend, backward rule, cost
-// estimate, autocast category and flags. Adding an op adds one row (in
-// eager/ops/) plus its kernels (in cpu/, cuda/); nothing else learns its name.
+// op's name, declared parameters, shape inference, kernel per backend,
+// backward rule, cost estimate and calibration, autocast category and flags.
+// Adding an op adds one row (in eager/ops/) plus its kernels (in cpu/,
+// cuda/); nothing else learns its name.
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
+
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/attrs.h"
@@ -104,15 +110,71 @@ enum class AutocastPolicy : uint8_t {
 /// Which tensors autograd keeps for the backward rule.
 enum SaveFlags : uint8_t { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2 };
 
+/// The type of one attribute, in AttrValue's order.
+enum class ParamType : uint8_t { kInt, kFloat, kBool, kInts, kDType };
+/// "int", "float", "bool", "ints" or "dtype".
+std::string_view param_type_name(ParamType t);
+/// The ParamType of the value `v` holds.
+inline ParamType param_type_of(const AttrValue& v) { return ParamType(v.index()); }
+
+/// One declared attribute of an op: its key and type; whether the op needs
+/// it (a required parameter is read unconditionally; an optional one may be
+/// absent, which means something: no `min` bound of clamp, no squeeze dim);
+/// and the default OpDef::make_attrs fills in when a caller leaves it out.
+/// An optional parameter's default is what the kernels use when it is
+/// absent, so filling it in changes nothing.
+struct ParamSpec {
+  std::string name;
+  ParamType type = ParamType::kInt;
+  bool required = true;
+  std::optional<AttrValue> default_value;
+};
+
+/// Terse ParamSpec builders for the rows: param::i("dim") is a required
+/// int, param::f("alpha", 1.0) a required float that make_attrs defaults to
+/// 1, param::optional(param::f("min")) a float that may be absent.
+namespace param {
+ParamSpec i(std::string name);
+ParamSpec i(std::string name, int64_t default_value);
+ParamSpec f(std::string name);
+ParamSpec f(std::string name, double default_value);
+ParamSpec b(std::string name);
+ParamSpec b(std::string name, bool default_value);
+ParamSpec ints(std::string name);
+ParamSpec dtype(std::string name);
+ParamSpec optional(ParamSpec p);
+}  // namespace param
+
+/// Whether a row needs a kernel per backend or is built from other ops.
+/// Every row today is primitive (view rows have no kernel: dispatch builds
+/// their metadata); composite functions such as scaled_dot_product_attention
+/// call other ops' rows and have no row of their own.
+enum class OpKind : uint8_t {
+  kPrimitive,  // one kernel per backend (none for a view)
+  kComposite,  // built from other ops; never has a kernel
+};
+
 struct OpDef {
   std::string name;
+  /// The attributes the op reads and its callers set (check_attrs).
+  std::vector<ParamSpec> params;
   InferFn infer = nullptr;
   CostFn cost = nullptr;  // null: bytes of inputs and outputs, one flop per output element
   /// Flop-equivalents per element (of input 0, or of output 0 when larger or
   /// when there are no inputs) added to the estimate, for kernels whose time
-  /// is scalar work the flop count misses: transcendentals, Philox draws
-  /// (Note [scores]). Set per op in eager/ops/init.cpp, calibrated with
-  /// benchmarks/cost_model.
+  /// is scalar work the flop count misses: transcendentals, Philox draws.
+  /// Set on the row where it is defined, calibrated with benchmarks/cost_model.
+  ///
+  /// Note [scores]: the roofline prices an op by flops at the device's peak
+  /// (vectorized FMA) or bytes at its bandwidth. Kernels built on scalar
+  /// transcendentals or Philox draws run far below that peak, so their
+  /// estimates were 6x (softmax) to 111x (randn) below the measured time, and
+  /// the heuristics evicted and replayed them as if they were free: an LSTM
+  /// whose randn inputs were evicted spent 37% of a budgeted step redrawing
+  /// them. Each such row adds flop-equivalents per element (measured ns per
+  /// element x 90 GFLOP/s, the CPU peak of estimate_seconds), from
+  /// benchmarks/cost_model on an AVX-512 Xeon, one thread. The numbers are a
+  /// property of the CPU kernels; the CUDA roofline scales them by its own peak.
   double scalar_flops_per_element = 0;
   BackwardFn backward = nullptr;  // null: not differentiable
   OpFlags flags;
@@ -120,11 +182,23 @@ struct OpDef {
   uint8_t save = kSaveInputs;
   /// Inputs that never get a gradient (indices, masks), as a bitmask.
   uint32_t nondiff_inputs = 0;
+  OpKind kind = OpKind::kPrimitive;
   std::array<KernelFn, kNumDeviceTypes> kernels{};
   int32_t id = -1;  // position in the registry
 
   OpCost estimate(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                   const Attrs& attrs) const;
+  /// Checks `attrs` against `params`: ValueError for a key the op does not
+  /// declare (naming the op, the key and the declared parameters) and for a
+  /// missing required parameter; TypeError for a value of another type
+  /// (naming the op, the parameter, the expected and the actual type).
+  void check_attrs(const Attrs& attrs) const;
+  /// Attributes built by name at run time (what bindings do): checked as
+  /// check_attrs does, with the declared defaults filled in for absent keys.
+  /// ValueError too for a key given twice.
+  Attrs make_attrs(std::span<const std::pair<std::string, AttrValue>> values) const;
+  /// The declared parameters as "dim (int), keepdim (bool)", or "none".
+  std::string params_str() const;
 };
 
 /// The process-wide table. Rows are created once at start-up (eager/ops/init)
@@ -134,20 +208,44 @@ class OpRegistry {
   static OpRegistry& instance();
   /// Adds a row; throws InternalError if the name exists.
   OpDef& define(OpDef def);
-  /// Sets the kernel of op `name` on `device`. Throws InternalError for an unknown op.
+  /// Sets the kernel of op `name` on `device`, once at start-up (dispatch
+  /// reads it from the row). Throws InternalError for an unknown op or a
+  /// composite row.
   void set_kernel(std::string_view name, DeviceType device, KernelFn fn);
   /// Removes the rows from position `size` on: undoes a start-up
   /// registration that threw part way (eager/ops/init.cpp), before any
   /// handle to those rows was handed out.
   void truncate(size_t size);
-  /// Null when unknown.
+  /// Null when unknown. A hash lookup, for start-up and for call sites that
+  /// cache the row (`static const OpDef& o = op("add")`), never per call.
   const OpDef* find(std::string_view name) const;
   /// Throws InternalError when unknown.
   const OpDef& get(std::string_view name) const;
   const std::vector<std::unique_ptr<OpDef>>& ops() const { return ops_; }
 
+  /// When on, dispatch checks every op's attributes against its row's
+  /// declared parameters (on_dispatch). Off by default (one relaxed load per
+  /// op); the test suite turns it on for every test.
+  static void set_check_attrs(bool on) { check_attrs_.store(on, std::memory_order_relaxed); }
+  static bool check_attrs_enabled() { return check_attrs_.load(std::memory_order_relaxed); }
+  /// Sees every row dispatch runs while checking is on (null: none). For
+  /// tests that ask which rows a call reaches.
+  using DispatchObserver = void (*)(const OpDef& op);
+  static void set_dispatch_observer(DispatchObserver f) {
+    observer_.store(f, std::memory_order_relaxed);
+  }
+  /// What dispatch calls first for every op while checking is on: throws as
+  /// OpDef::check_attrs does, then tells the observer.
+  static void on_dispatch(const OpDef& op, const Attrs& attrs) {
+    op.check_attrs(attrs);
+    if (DispatchObserver f = observer_.load(std::memory_order_relaxed)) f(op);
+  }
+
  private:
   std::vector<std::unique_ptr<OpDef>> ops_;
+  absl::flat_hash_map<std::string, OpDef*> by_name_;
+  inline static std::atomic<bool> check_attrs_{false};
+  inline static std::atomic<DispatchObserver> observer_{nullptr};
 };
 
 }  // namespace dtr

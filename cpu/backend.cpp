@@ -7,10 +7,9 @@
 
 #include "core/backend.h"
 #include "cpu/host_allocator.h"
+#include "cpu/kernels.h"
 
 namespace dtr::cpu {
-
-void register_kernels();  // cpu/register.cpp
 
 namespace {
 

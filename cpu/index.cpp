@@ -420,6 +420,11 @@ void register_index_kernels() {
   set_cpu_kernel("masked_fill_", masked_fill_kernel);
   set_cpu_kernel("tril", triangle_kernel<true>);
   set_cpu_kernel("triu", triangle_kernel<false>);
+}
+
+// The view family's rows need no kernel but for the gradient scatters of
+// slice and select, which share this file's strided copies.
+void register_view_kernels() {
   set_cpu_kernel("slice_backward", slice_backward_kernel);
   set_cpu_kernel("select_backward", select_backward_kernel);
 }

@@ -1,30 +1,28 @@
-// CPU kernel families. Each cpu/<family>.cpp defines
-// `register_<family>_kernels()`, which calls OpRegistry::set_kernel for its
-// ops. Kernels are plain functions over KernelContext; results never depend
-// on the thread count (Note [determinism]).
+// CPU kernel families (core/op_families.h). Each cpu/<family>.cpp defines
+// `register_<family>_kernels()`, which binds the kernels of its rows once at
+// start-up (set_cpu_kernel); dispatch reads them from the rows. Kernels are
+// plain functions over KernelContext; results never depend on the thread
+// count (Note [determinism]).
 #pragma once
 
 #include "core/element.h"
 #include "core/error.h"
+#include "core/op_families.h"
 #include "core/op_registry.h"
 #include "core/parallel.h"
 
 namespace dtr::cpu {
 
-void register_copy_kernels();
-void register_creation_kernels();
-void register_unary_kernels();
-void register_binary_kernels();
-void register_reduce_kernels();
-void register_linalg_kernels();
-void register_nn_functional_kernels();
-void register_norm_kernels();
-void register_loss_kernels();
-void register_conv_kernels();
-void register_index_kernels();
-void register_attention_kernels();
+#define DTR_DECLARE_KERNELS(family) void register_##family##_kernels();
+DTR_OP_FAMILIES(DTR_DECLARE_KERNELS)
+#undef DTR_DECLARE_KERNELS
 
-/// Registers `fn` as the CPU kernel of op `name`.
+/// Binds every CPU kernel into the op rows (cpu/register.cpp): the CPU
+/// backend's register_kernels slot (cpu/backend.cpp).
+void register_kernels();
+
+/// Binds `fn` as the CPU kernel of op `name` (a start-up lookup by name;
+/// InternalError for an unknown op).
 inline void set_cpu_kernel(std::string_view name, KernelFn fn) {
   OpRegistry::instance().set_kernel(name, DeviceType::kCPU, fn);
 }

@@ -35,7 +35,7 @@ Affine<T> affine_inputs(const KernelContext& c, size_t first) {
 
 /// Rows of length n = product of the last `ndim` dims of x.
 int64_t row_length(const TensorArg& x, const Attrs& attrs) {
-  const int64_t ndim = int64_t(attrs.ints("normalized_shape").size());
+  const int64_t ndim = int64_t(attrs.ints("norm_shape").size());
   int64_t n = 1;
   for (int64_t d = x.dim() - ndim; d < x.dim(); ++d) n *= x.shape[size_t(d)];
   return n;
@@ -164,7 +164,7 @@ void normalize_row(const T* xr, T* yr, int64_t n, RowStats<T> st, const Affine<T
 }
 
 // layer_norm / rms_norm: inputs (x, [weight], [bias]); attrs
-// normalized_shape, eps, has_weight, has_bias → y like x.
+// norm_shape (normalized_shape), eps, has_weight, has_bias → y like x.
 template <bool kRms>
 void row_norm_kernel(const KernelContext& c) {
   const TensorArg& x = c.inputs[0];

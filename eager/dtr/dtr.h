@@ -27,4 +27,3 @@
 #include "eager/nn/state_dict.h"
 #include "eager/optim.h"
 #include "eager/serialize.h"
-// @@nn-headers@@

@@ -216,8 +216,9 @@ std::vector<Tensor> pow_scalar_backward(const BackwardContext& ctx, std::span<co
 // ---- rows ------------------------------------------------------------------------------
 
 OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t save,
-                  bool inplace, AutocastPolicy autocast = AutocastPolicy::kNone) {
-  OpDef d{.name = std::move(name), .infer = infer, .backward = backward};
+                  bool inplace, std::vector<ParamSpec> params = {},
+                  AutocastPolicy autocast = AutocastPolicy::kNone) {
+  OpDef d{.name = std::move(name), .params = std::move(params), .infer = infer, .backward = backward};
   d.save = save;
   d.flags.strided_inputs = true;
   d.flags.inplace = inplace;
@@ -232,12 +233,16 @@ void register_binary_ops() {
   using K = BinaryKind;
   constexpr uint8_t kNone = kSaveNone, kIn = kSaveInputs;
   constexpr auto kF32 = AutocastPolicy::kFloat32;  // PyTorch autocast runs pow in float32
+  // add/sub: other * alpha; the scalar rows: the Scalar as a double and
+  // whether it was a floating point number (it promotes integer tensors).
+  const std::vector<ParamSpec> kAlpha{param::f("alpha", 1.0)};
+  const std::vector<ParamSpec> kScalar{param::f("other"), param::b("other_is_float")};
 
-  define_row("add", infer_binary<"add", K::kArithmetic>, add_backward, kNone, false);
-  define_row("sub", infer_binary<"sub", K::kSubtract>, sub_backward, kNone, false);
+  define_row("add", infer_binary<"add", K::kArithmetic>, add_backward, kNone, false, kAlpha);
+  define_row("sub", infer_binary<"sub", K::kSubtract>, sub_backward, kNone, false, kAlpha);
   define_row("mul", infer_binary<"mul", K::kArithmetic>, mul_backward, kIn, false);
   define_row("div", infer_binary<"div", K::kTrueDivide>, div_backward, kIn, false);
-  define_row("pow", infer_binary<"pow", K::kArithmetic>, pow_backward, kSaveInputs | kSaveOutputs, false, kF32);
+  define_row("pow", infer_binary<"pow", K::kArithmetic>, pow_backward, kSaveInputs | kSaveOutputs, false, {}, kF32);
   define_row("maximum", infer_binary<"maximum", K::kArithmetic>, maximum_backward, kIn, false);
   define_row("minimum", infer_binary<"minimum", K::kArithmetic>, minimum_backward, kIn, false);
   define_row("eq", infer_binary<"eq", K::kComparison>, nullptr, kNone, false);
@@ -249,24 +254,24 @@ void register_binary_ops() {
   // where: cond (input 0) never gets a gradient.
   define_row("where", infer_where, where_backward, kIn, false).nondiff_inputs = 1u << 0;
 
-  define_row("add_scalar", infer_scalar<"add", K::kArithmetic>, add_scalar_backward, kNone, false);
-  define_row("mul_scalar", infer_scalar<"mul", K::kArithmetic>, mul_scalar_backward, kNone, false);
-  define_row("div_scalar", infer_scalar<"div", K::kTrueDivide>, div_scalar_backward, kNone, false);
-  define_row("pow_scalar", infer_pow_scalar, pow_scalar_backward, kIn, false, kF32);
-  define_row("eq_scalar", infer_scalar<"eq", K::kComparison>, nullptr, kNone, false);
-  define_row("ne_scalar", infer_scalar<"ne", K::kComparison>, nullptr, kNone, false);
-  define_row("lt_scalar", infer_scalar<"lt", K::kComparison>, nullptr, kNone, false);
-  define_row("le_scalar", infer_scalar<"le", K::kComparison>, nullptr, kNone, false);
-  define_row("gt_scalar", infer_scalar<"gt", K::kComparison>, nullptr, kNone, false);
-  define_row("ge_scalar", infer_scalar<"ge", K::kComparison>, nullptr, kNone, false);
+  define_row("add_scalar", infer_scalar<"add", K::kArithmetic>, add_scalar_backward, kNone, false, kScalar);
+  define_row("mul_scalar", infer_scalar<"mul", K::kArithmetic>, mul_scalar_backward, kNone, false, kScalar);
+  define_row("div_scalar", infer_scalar<"div", K::kTrueDivide>, div_scalar_backward, kNone, false, kScalar);
+  define_row("pow_scalar", infer_pow_scalar, pow_scalar_backward, kIn, false, kScalar, kF32);
+  define_row("eq_scalar", infer_scalar<"eq", K::kComparison>, nullptr, kNone, false, kScalar);
+  define_row("ne_scalar", infer_scalar<"ne", K::kComparison>, nullptr, kNone, false, kScalar);
+  define_row("lt_scalar", infer_scalar<"lt", K::kComparison>, nullptr, kNone, false, kScalar);
+  define_row("le_scalar", infer_scalar<"le", K::kComparison>, nullptr, kNone, false, kScalar);
+  define_row("gt_scalar", infer_scalar<"gt", K::kComparison>, nullptr, kNone, false, kScalar);
+  define_row("ge_scalar", infer_scalar<"ge", K::kComparison>, nullptr, kNone, false, kScalar);
 
-  define_row("add_", infer_binary_inplace<"add_", K::kArithmetic>, add_backward, kNone, true);
-  define_row("sub_", infer_binary_inplace<"sub_", K::kSubtract>, sub_backward, kNone, true);
+  define_row("add_", infer_binary_inplace<"add_", K::kArithmetic>, add_backward, kNone, true, kAlpha);
+  define_row("sub_", infer_binary_inplace<"sub_", K::kSubtract>, sub_backward, kNone, true, kAlpha);
   define_row("mul_", infer_binary_inplace<"mul_", K::kArithmetic>, mul_backward, kIn, true);
   define_row("div_", infer_binary_inplace<"div_", K::kTrueDivide>, div_backward, kIn, true);
-  define_row("add_scalar_", infer_scalar_inplace<"add_", K::kArithmetic>, add_scalar_backward, kNone, true);
-  define_row("mul_scalar_", infer_scalar_inplace<"mul_", K::kArithmetic>, mul_scalar_backward, kNone, true);
-  define_row("div_scalar_", infer_scalar_inplace<"div_", K::kTrueDivide>, div_scalar_backward, kNone, true);
+  define_row("add_scalar_", infer_scalar_inplace<"add_", K::kArithmetic>, add_scalar_backward, kNone, true, kScalar);
+  define_row("mul_scalar_", infer_scalar_inplace<"mul_", K::kArithmetic>, mul_scalar_backward, kNone, true, kScalar);
+  define_row("div_scalar_", infer_scalar_inplace<"div_", K::kTrueDivide>, div_scalar_backward, kNone, true, kScalar);
 }
 
 }  // namespace ops

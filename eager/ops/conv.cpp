@@ -176,22 +176,25 @@ void infer_pool_backward(std::span<const TensorMeta> in, const Attrs& a,
   out.push_back(out_meta(a.ints("input_size"), in[0].dtype, in[0].device));
 }
 
-// Calls the gradient op `name` with the forward's attributes plus input_size.
-Tensor pool_grad(std::string_view name, const BackwardContext& ctx, std::vector<Tensor> inputs) {
+// Calls the gradient row `o` with the forward's attributes plus input_size.
+Tensor pool_grad(const OpDef& o, const BackwardContext& ctx, std::vector<Tensor> inputs) {
   Attrs a = ctx.attrs;
   a.set("input_size", ctx.input_metas[0].shape);
-  return dispatch1(op(name), inputs, std::move(a));
+  return dispatch1(o, inputs, std::move(a));
 }
 
 std::vector<Tensor> max_pool2d_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {pool_grad("max_pool2d_backward", ctx, {g[0], ctx.outputs[1]})};
+  static const OpDef& o = op("max_pool2d_backward");
+  return {pool_grad(o, ctx, {g[0], ctx.outputs[1]})};
 }
 std::vector<Tensor> avg_pool2d_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {pool_grad("avg_pool2d_backward", ctx, {g[0]})};
+  static const OpDef& o = op("avg_pool2d_backward");
+  return {pool_grad(o, ctx, {g[0]})};
 }
 std::vector<Tensor> adaptive_avg_pool2d_backward(const BackwardContext& ctx,
                                                  std::span<const Tensor> g) {
-  return {pool_grad("adaptive_avg_pool2d_backward", ctx, {g[0]})};
+  static const OpDef& o = op("adaptive_avg_pool2d_backward");
+  return {pool_grad(o, ctx, {g[0]})};
 }
 
 // Two ints from one (repeated) or two values, like PyTorch's _pair.
@@ -209,24 +212,35 @@ void check_defined(std::string_view op, const Tensor& x) {
 
 void register_conv_ops() {
   auto& R = OpRegistry::instance();
-  OpDef conv{.name = "conv2d", .infer = infer_conv2d, .cost = conv2d_cost, .backward = conv2d_backward};
+  using param::ints;
+  // Two ints each; the gradient rows get the forward's plus the size they produce.
+  const std::vector<ParamSpec> kConv{ints("stride"), ints("padding"), ints("dilation"),
+                                     param::i("groups", 1)};
+  auto with = [](std::vector<ParamSpec> p, ParamSpec extra) {
+    p.push_back(std::move(extra));
+    return p;
+  };
+  const std::vector<ParamSpec> kPool{ints("kernel_size"), ints("stride"), ints("padding")};
+  const std::vector<ParamSpec> kAdaptive{ints("output_size")};
+  OpDef conv{.name = "conv2d", .params = kConv, .infer = infer_conv2d, .cost = conv2d_cost, .backward = conv2d_backward};
   conv.autocast = AutocastPolicy::kLowerPrecision;
   R.define(std::move(conv));
-  R.define(OpDef{.name = "conv2d_input_grad", .infer = infer_conv2d_input_grad,
+  R.define(OpDef{.name = "conv2d_input_grad", .params = with(kConv, ints("input_size")), .infer = infer_conv2d_input_grad,
                  .cost = conv2d_input_grad_cost, .save = kSaveNone});
-  R.define(OpDef{.name = "conv2d_weight_grad", .infer = infer_conv2d_weight_grad,
+  R.define(OpDef{.name = "conv2d_weight_grad", .params = with(kConv, ints("weight_size")), .infer = infer_conv2d_weight_grad,
                  .cost = conv2d_weight_grad_cost, .save = kSaveNone});
 
   // Indices are a second output, saved for the backward scatter.
-  R.define(OpDef{.name = "max_pool2d", .infer = infer_max_pool2d, .backward = max_pool2d_backward,
+  R.define(OpDef{.name = "max_pool2d", .params = kPool, .infer = infer_max_pool2d, .backward = max_pool2d_backward,
                  .save = kSaveOutputs});
-  R.define(OpDef{.name = "max_pool2d_backward", .infer = infer_pool_backward, .save = kSaveNone});
-  R.define(OpDef{.name = "avg_pool2d", .infer = infer_avg_pool2d, .backward = avg_pool2d_backward,
+  R.define(OpDef{.name = "max_pool2d_backward", .params = with(kPool, ints("input_size")), .infer = infer_pool_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "avg_pool2d", .params = kPool, .infer = infer_avg_pool2d, .backward = avg_pool2d_backward,
                  .save = kSaveNone});
-  R.define(OpDef{.name = "avg_pool2d_backward", .infer = infer_pool_backward, .save = kSaveNone});
-  R.define(OpDef{.name = "adaptive_avg_pool2d", .infer = infer_adaptive_avg_pool2d,
+  R.define(OpDef{.name = "avg_pool2d_backward", .params = with(kPool, ints("input_size")), .infer = infer_pool_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "adaptive_avg_pool2d", .params = kAdaptive, .infer = infer_adaptive_avg_pool2d,
                  .backward = adaptive_avg_pool2d_backward, .save = kSaveNone});
-  R.define(OpDef{.name = "adaptive_avg_pool2d_backward", .infer = infer_pool_backward,
+  R.define(OpDef{.name = "adaptive_avg_pool2d_backward",
+                 .params = with(kAdaptive, ints("input_size")), .infer = infer_pool_backward,
                  .save = kSaveNone});
 }
 

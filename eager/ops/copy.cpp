@@ -73,7 +73,7 @@ void register_copy_ops() {
   clone.save = kSaveNone;
   R.define(std::move(clone));
 
-  OpDef to{.name = "to_dtype", .infer = infer_to_dtype, .backward = to_dtype_backward};
+  OpDef to{.name = "to_dtype", .params = {param::dtype("dtype")}, .infer = infer_to_dtype, .backward = to_dtype_backward};
   to.flags.strided_inputs = true;
   to.save = kSaveNone;
   R.define(std::move(to));
@@ -95,7 +95,7 @@ void register_copy_ops() {
   copy.save = kSaveNone;
   R.define(std::move(copy));
 
-  OpDef fill{.name = "fill_", .infer = infer_inplace_self, .backward = fill_backward};
+  OpDef fill{.name = "fill_", .params = {param::f("value")}, .infer = infer_inplace_self, .backward = fill_backward};
   fill.flags.inplace = true;
   fill.flags.strided_inputs = true;
   fill.save = kSaveNone;

@@ -31,8 +31,29 @@ void infer_factory(std::span<const TensorMeta>, const Attrs& a, std::vector<Tens
 
 void register_creation_ops() {
   auto& R = OpRegistry::instance();
-  for (const char* name : {"full", "arange", "rand", "randn", "randint"}) {
+  // Every factory: shape, dtype and device (factory_attrs), plus its own.
+  // Philox draws cost far more than a flop per element: Note [scores].
+  struct Row {
+    const char* name;
+    std::vector<ParamSpec> params;
+    double scalar_flops_per_element = 0;
+  };
+  const Row rows[] = {
+      // fill_value_attrs: the value as a double, and as an int64 for an integer or bool.
+      {"full", {param::f("value"), param::optional(param::i("int_value"))}},
+      // Integer ranges also carry exact int64 start and step.
+      {"arange", {param::f("start"), param::f("step"), param::optional(param::i("int_start")),
+                  param::optional(param::i("int_step"))}},
+      {"rand", {}, 600},
+      {"randn", {}, 2200},
+      {"randint", {param::i("low"), param::i("high")}, 700},
+  };
+  for (const auto& [name, own, scalar_flops] : rows) {
     OpDef d{.name = name, .infer = infer_factory};
+    d.params = {param::ints("shape"), param::dtype("dtype"), param::i("device_type"),
+                param::i("device_index")};
+    d.params.insert(d.params.end(), own.begin(), own.end());
+    d.scalar_flops_per_element = scalar_flops;
     d.save = kSaveNone;
     d.flags.random = std::string_view(name).starts_with("rand");
     R.define(std::move(d));
@@ -55,8 +76,7 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 
-Tensor factory(std::string_view name, IntList shape, const TensorOptions& o, Attrs extra) {
-  const OpDef& d = op(name);
+Tensor factory(const OpDef& d, IntList shape, const TensorOptions& o, Attrs extra) {
   Attrs a = factory_attrs(shape, o);
   for (const auto& [k, v] : extra.items()) a.set(k, v);
   return finish(dispatch1(d, std::span<const Tensor>{}, std::move(a)), o);
@@ -73,7 +93,8 @@ Tensor ones(IntList shape, TensorOptions o) { return full(shape, 1, o.dtype(o.dt
 Tensor full(IntList shape, Scalar value, TensorOptions o) {
   // at::full's infer_full_options: bool → bool, integral → int64, floating → float32.
   const DType inferred = value.is_bool() ? kBool : value.is_floating() ? kFloat32 : kInt64;
-  return factory("full", shape, o.dtype(o.dtype_or(inferred)), ops::fill_value_attrs(value));
+  static const OpDef& row = op("full");
+  return factory(row, shape, o.dtype(o.dtype_or(inferred)), ops::fill_value_attrs(value));
 }
 
 Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
@@ -101,29 +122,34 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
     DTR_CHECK(q < __int128(kMaxNumel), ValueError,
               "arange: the elements from {} to {} by {} are too many (2^60 or more)", start.to_int(),
               end.to_int(), istep);
-    return factory("arange", {int64_t(q)}, o,
+    static const OpDef& row = op("arange");
+    return factory(row, {int64_t(q)}, o,
                    Attrs{{"start", s}, {"step", st}, {"int_start", start.to_int()}, {"int_step", istep}});
   }
   const double count = std::ceil((e - s) / st);
   // Checked as a double: converting one beyond int64 would be undefined.
   DTR_CHECK(count < double(kMaxNumel), ValueError,
             "arange: {} elements from {} to {} by {} are too many (2^60 or more)", count, s, e, st);
-  return factory("arange", {int64_t(count)}, o, Attrs{{"start", s}, {"step", st}});
+  static const OpDef& row = op("arange");
+  return factory(row, {int64_t(count)}, o, Attrs{{"start", s}, {"step", st}});
 }
 
 Tensor rand(IntList shape, TensorOptions o) {
   o = o.dtype(o.dtype_or(kFloat32));
   ops::check_floating("rand", ops::out_meta(shape, o.dtype_, o.device_), "dtype");
-  return factory("rand", shape, o, {});
+  static const OpDef& row = op("rand");
+  return factory(row, shape, o, {});
 }
 Tensor randn(IntList shape, TensorOptions o) {
   o = o.dtype(o.dtype_or(kFloat32));
   ops::check_floating("randn", ops::out_meta(shape, o.dtype_, o.device_), "dtype");
-  return factory("randn", shape, o, {});
+  static const OpDef& row = op("randn");
+  return factory(row, shape, o, {});
 }
 Tensor randint(int64_t low, int64_t high, IntList shape, TensorOptions o) {
   DTR_CHECK(low < high, ValueError, "randint: expected low < high, got low={} high={}", low, high);
-  return factory("randint", shape, o.dtype(o.dtype_or(kInt64)), Attrs{{"low", low}, {"high", high}});
+  static const OpDef& row = op("randint");
+  return factory(row, shape, o.dtype(o.dtype_or(kInt64)), Attrs{{"low", low}, {"high", high}});
 }
 
 namespace {

@@ -206,9 +206,11 @@ std::vector<Tensor> triu_backward(const BackwardContext& ctx, std::span<const Te
   return {triu(g[0], ctx.attrs.i("diagonal"))};
 }
 
-OpDef row(std::string name, InferFn infer, BackwardFn backward, uint8_t save) {
+OpDef row(std::string name, InferFn infer, BackwardFn backward, uint8_t save,
+          std::vector<ParamSpec> params) {
   OpDef d;
   d.name = std::move(name);
+  d.params = std::move(params);
   d.infer = infer;
   d.backward = backward;
   d.save = save;
@@ -220,38 +222,45 @@ OpDef row(std::string name, InferFn infer, BackwardFn backward, uint8_t save) {
 void register_index_ops() {
   auto& R = OpRegistry::instance();
 
-  OpDef cat = row("cat", infer_cat, cat_backward, kSaveNone);
+  using param::i, param::ints;
+  // The scatter rows of the backward get the forward's dim and input shape.
+  const std::vector<ParamSpec> kScatter{i("dim"), ints("input_shape")};
+  // fill_value_attrs: the value as a double, and as an int64 for an integer or bool.
+  const std::vector<ParamSpec> kFill{param::f("value"), param::optional(i("int_value"))};
+
+  OpDef cat = row("cat", infer_cat, cat_backward, kSaveNone, {i("dim", 0)});
   cat.autocast = AutocastPolicy::kPromote;
   R.define(std::move(cat));
 
   // The index (input 1) gets no gradient; backward needs it, so inputs are saved.
-  OpDef is = row("index_select", infer_index_select, index_select_backward, kSaveInputs);
+  OpDef is = row("index_select", infer_index_select, index_select_backward, kSaveInputs, {i("dim")});
   is.nondiff_inputs = 1u << 1;
   R.define(std::move(is));
   OpDef isb = row("index_select_backward", infer_index_select_backward,
-                  index_select_backward_backward, kSaveInputs);
+                  index_select_backward_backward, kSaveInputs, kScatter);
   isb.nondiff_inputs = 1u << 1;
   R.define(std::move(isb));
 
-  OpDef ga = row("gather", infer_gather, gather_backward, kSaveInputs);
+  OpDef ga = row("gather", infer_gather, gather_backward, kSaveInputs, {i("dim")});
   ga.nondiff_inputs = 1u << 1;
   R.define(std::move(ga));
-  OpDef gab = row("gather_backward", infer_gather_backward, gather_backward_backward, kSaveInputs);
+  OpDef gab = row("gather_backward", infer_gather_backward, gather_backward_backward, kSaveInputs,
+                  kScatter);
   gab.nondiff_inputs = 1u << 1;
   R.define(std::move(gab));
 
-  OpDef mf = row("masked_fill", infer_masked_fill, masked_fill_backward, kSaveInputs);
+  OpDef mf = row("masked_fill", infer_masked_fill, masked_fill_backward, kSaveInputs, kFill);
   mf.flags.strided_inputs = true;
   mf.nondiff_inputs = 1u << 1;
   R.define(std::move(mf));
-  OpDef mfi = row("masked_fill_", infer_masked_fill_, masked_fill_backward, kSaveInputs);
+  OpDef mfi = row("masked_fill_", infer_masked_fill_, masked_fill_backward, kSaveInputs, kFill);
   mfi.flags.inplace = true;
   mfi.flags.strided_inputs = true;
   mfi.nondiff_inputs = 1u << 1;
   R.define(std::move(mfi));
 
-  R.define(row("tril", infer_triangle<true>, tril_backward, kSaveNone));
-  R.define(row("triu", infer_triangle<false>, triu_backward, kSaveNone));
+  R.define(row("tril", infer_triangle<true>, tril_backward, kSaveNone, {i("diagonal", 0)}));
+  R.define(row("triu", infer_triangle<false>, triu_backward, kSaveNone, {i("diagonal", 0)}));
 }
 
 }  // namespace ops

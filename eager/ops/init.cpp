@@ -9,43 +9,6 @@
 
 namespace dtr {
 
-namespace {
-
-// Note [scores]: the roofline prices an op by flops at the device's peak
-// (vectorized FMA) or bytes at its bandwidth. Kernels built on scalar
-// transcendentals or Philox draws run far below that peak, so their
-// estimates were 6x (softmax) to 111x (randn) below the measured time, and
-// the heuristics evicted and replayed them as if they were free: an LSTM
-// whose randn inputs were evicted spent 37% of a budgeted step redrawing
-// them. Each row adds flop-equivalents per element (measured ns per element
-// x 90 GFLOP/s, the CPU peak of estimate_seconds), from benchmarks/cost_model
-// on an AVX-512 Xeon, one thread. The numbers are a property of the CPU
-// kernels; the CUDA roofline scales them by its own peak.
-void set_scalar_work_costs() {
-  struct Row {
-    const char* op;
-    double flops_per_element;
-  };
-  static constexpr Row kRows[] = {
-      {"randn", 2200}, {"rand", 600},   {"randint", 700},          {"dropout", 640},
-      {"softmax", 380}, {"log_softmax", 380}, {"cross_entropy", 350}, {"gelu", 130},
-      {"gelu_backward", 180}, {"silu", 80}, {"silu_backward", 110},  {"tanh", 120},
-      {"sigmoid", 75}, {"exp", 75},     {"log", 75},               {"batch_norm", 90},
-  };
-  auto& registry = OpRegistry::instance();
-  for (const Row& r : kRows) {
-    bool found = false;
-    for (const auto& def : registry.ops()) {
-      if (def->name != r.op) continue;
-      def->scalar_flops_per_element = r.flops_per_element;
-      found = true;
-    }
-    DTR_INTERNAL_ASSERT(found, "scalar work cost for unknown op '{}'", r.op);
-  }
-}
-
-}  // namespace
-
 void ensure_ops_registered() {
   // Every op reaches this on its first use. Registration runs once and is
   // all or nothing: if a family throws, the rows it and the families before
@@ -58,21 +21,10 @@ void ensure_ops_registered() {
     auto& registry = OpRegistry::instance();
     const size_t rows_before = registry.ops().size();
     try {
-      // One line per op family (each defined in eager/ops/<family>.cpp).
-      ops::register_copy_ops();
-      ops::register_creation_ops();
-      ops::register_view_ops();
-      ops::register_index_ops();
-      ops::register_linalg_ops();
-      ops::register_conv_ops();
-      ops::register_nn_functional_ops();
-      ops::register_unary_ops();
-      ops::register_binary_ops();
-      ops::register_reduce_ops();
-      ops::register_loss_ops();
-      ops::register_norm_ops();
-      // @@op-families@@
-      set_scalar_work_costs();
+      // Every family of core/op_families.h (each defined in eager/ops/<family>.cpp).
+#define DTR_REGISTER_OPS(family) ops::register_##family##_ops();
+      DTR_OP_FAMILIES(DTR_REGISTER_OPS)
+#undef DTR_REGISTER_OPS
       // Every backend's kernels (the CPU's, and any other registered).
       bind_backend_kernels();
     } catch (...) {

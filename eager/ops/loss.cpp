@@ -200,47 +200,55 @@ std::vector<Tensor> mse_loss_backward(const BackwardContext& ctx, std::span<cons
 
 void register_loss_ops() {
   auto& R = OpRegistry::instance();
+  using param::i;
+  // reduction: 0 none, 1 mean, 2 sum (parse_reduction).
+  const std::vector<ParamSpec> kClassLoss{i("ignore_index", -100), i("reduction", 1)};
+  const std::vector<ParamSpec> kNllGrad{param::ints("shape"), i("ignore_index", -100),
+                                        i("reduction", 1)};
 
-  OpDef softmax{.name = "softmax", .infer = infer_softmax_fwd, .cost = loss_cost,
+  OpDef softmax{.name = "softmax", .params = {i("dim")}, .infer = infer_softmax_fwd, .cost = loss_cost,
                 .backward = softmax_backward};
   softmax.autocast = AutocastPolicy::kFloat32;
   softmax.save = kSaveOutputs;
+  softmax.scalar_flops_per_element = 380;  // exp per element: Note [scores]
   R.define(std::move(softmax));
 
-  OpDef log_softmax{.name = "log_softmax", .infer = infer_log_softmax_fwd, .cost = loss_cost,
+  OpDef log_softmax{.name = "log_softmax", .params = {i("dim")}, .infer = infer_log_softmax_fwd, .cost = loss_cost,
                     .backward = log_softmax_backward};
   log_softmax.autocast = AutocastPolicy::kFloat32;
   log_softmax.save = kSaveOutputs;
+  log_softmax.scalar_flops_per_element = 380;  // Note [scores]
   R.define(std::move(log_softmax));
 
-  OpDef ce{.name = "cross_entropy", .infer = infer_cross_entropy, .cost = loss_cost,
+  OpDef ce{.name = "cross_entropy", .params = kClassLoss, .infer = infer_cross_entropy, .cost = loss_cost,
            .backward = cross_entropy_backward};
   ce.autocast = AutocastPolicy::kFloat32;
   ce.save = kSaveInputs;
   ce.nondiff_inputs = 1u << 1;
+  ce.scalar_flops_per_element = 350;  // Note [scores]
   R.define(std::move(ce));
 
-  OpDef nll{.name = "nll_loss", .infer = infer_nll_loss, .backward = nll_loss_backward};
+  OpDef nll{.name = "nll_loss", .params = kClassLoss, .infer = infer_nll_loss, .backward = nll_loss_backward};
   nll.autocast = AutocastPolicy::kFloat32;
   nll.save = kSaveInputs;
   nll.nondiff_inputs = 1u << 1;
   R.define(std::move(nll));
 
-  OpDef mse{.name = "mse_loss", .infer = infer_mse_loss, .cost = loss_cost,
+  OpDef mse{.name = "mse_loss", .params = {i("reduction", 1)}, .infer = infer_mse_loss, .cost = loss_cost,
             .backward = mse_loss_backward};
   mse.autocast = AutocastPolicy::kFloat32;
   mse.save = kSaveInputs;
   R.define(std::move(mse));
 
   // Kernels of backward rules (run under NoGradGuard: no backward of their own).
-  R.define(OpDef{.name = "softmax_backward", .infer = infer_softmax_backward, .cost = loss_cost,
+  R.define(OpDef{.name = "softmax_backward", .params = {i("dim")}, .infer = infer_softmax_backward, .cost = loss_cost,
                  .save = kSaveNone});
-  R.define(OpDef{.name = "log_softmax_backward", .infer = infer_softmax_backward,
+  R.define(OpDef{.name = "log_softmax_backward", .params = {i("dim")}, .infer = infer_softmax_backward,
                  .cost = loss_cost, .save = kSaveNone});
-  R.define(OpDef{.name = "cross_entropy_backward", .infer = infer_cross_entropy_backward,
+  R.define(OpDef{.name = "cross_entropy_backward", .params = kClassLoss, .infer = infer_cross_entropy_backward,
                  .cost = loss_cost, .save = kSaveNone});
-  R.define(OpDef{.name = "nll_loss_backward", .infer = infer_nll_loss_backward, .save = kSaveNone});
-  R.define(OpDef{.name = "mse_loss_backward", .infer = infer_mse_loss_backward, .cost = loss_cost,
+  R.define(OpDef{.name = "nll_loss_backward", .params = kNllGrad, .infer = infer_nll_loss_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "mse_loss_backward", .params = {i("reduction", 1)}, .infer = infer_mse_loss_backward, .cost = loss_cost,
                  .save = kSaveNone});
 }
 

@@ -34,7 +34,7 @@ void check_param(const TensorMeta& x, const TensorMeta& p, const Shape& shape, s
 /// Checks x against normalized_shape and weight/bias for layer_norm / rms_norm.
 void check_row_norm(std::span<const TensorMeta> in, const Attrs& a, std::string_view op) {
   const TensorMeta& x = in[0];
-  const Shape& ns = a.ints("normalized_shape");
+  const Shape& ns = a.ints("norm_shape");
   check_floating(op, x);
   bool ok = int64_t(ns.size()) <= x.dim() && !ns.empty();
   for (size_t i = 0; ok && i < ns.size(); ++i) ok = x.shape[size_t(x.dim()) - ns.size() + i] == ns[i];
@@ -77,7 +77,7 @@ void infer_row_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
             dtype_name(in[0].dtype), shape_str(in[1].shape), dtype_name(in[1].dtype));
   const TensorMeta& x = in[1];
   check_floating(op, x);
-  const Shape& ns = a.ints("normalized_shape");
+  const Shape& ns = a.ints("norm_shape");
   out.push_back(out_meta(x.shape, x.dtype, x.device));
   if (a.b("has_weight")) {
     DTR_CHECK(in.size() == 3, ValueError, "{}: expected the weight as input 2", op);
@@ -219,26 +219,37 @@ std::vector<Tensor> batch_norm_inference_backward(const BackwardContext& ctx,
 
 void register_norm_ops() {
   auto& R = OpRegistry::instance();
+  using param::b, param::f;
+  // has_weight / has_bias: which optional inputs follow x.
+  const std::vector<ParamSpec> kLayerNorm{param::ints("norm_shape"), f("eps", 1e-5),
+                                          b("has_weight"), b("has_bias")};
+  // rms_norm's eps defaults to the machine epsilon of x's dtype: no fixed default.
+  const std::vector<ParamSpec> kRmsNorm{param::ints("norm_shape"), f("eps"), b("has_weight"),
+                                        b("has_bias")};
+  const std::vector<ParamSpec> kBatchNorm{f("eps", 1e-5), b("has_weight"), b("has_bias")};
+  std::vector<ParamSpec> batch_norm_grad = kBatchNorm;
+  batch_norm_grad.push_back(b("training"));  // batch statistics (else the running ones)
 
-  OpDef ln{.name = "layer_norm", .infer = infer_layer_norm, .cost = norm_cost,
+  OpDef ln{.name = "layer_norm", .params = kLayerNorm, .infer = infer_layer_norm, .cost = norm_cost,
            .backward = layer_norm_backward};
   ln.autocast = AutocastPolicy::kFloat32;
   ln.save = kSaveInputs;
   R.define(std::move(ln));
 
-  OpDef rms{.name = "rms_norm", .infer = infer_rms_norm, .cost = norm_cost,
+  OpDef rms{.name = "rms_norm", .params = kRmsNorm, .infer = infer_rms_norm, .cost = norm_cost,
             .backward = rms_norm_backward};
   rms.autocast = AutocastPolicy::kFloat32;
   rms.save = kSaveInputs;
   R.define(std::move(rms));
 
-  OpDef bn{.name = "batch_norm", .infer = infer_batch_norm, .cost = norm_cost,
+  OpDef bn{.name = "batch_norm", .params = kBatchNorm, .infer = infer_batch_norm, .cost = norm_cost,
            .backward = batch_norm_backward};
   bn.autocast = AutocastPolicy::kFloat32;
   bn.save = kSaveInputs;
+  bn.scalar_flops_per_element = 90;  // Note [scores]
   R.define(std::move(bn));
 
-  OpDef bn_inf{.name = "batch_norm_inference", .infer = infer_batch_norm_inference,
+  OpDef bn_inf{.name = "batch_norm_inference", .params = kBatchNorm, .infer = infer_batch_norm_inference,
                .cost = norm_cost, .backward = batch_norm_inference_backward};
   bn_inf.autocast = AutocastPolicy::kFloat32;
   bn_inf.save = kSaveInputs;
@@ -246,7 +257,9 @@ void register_norm_ops() {
   R.define(std::move(bn_inf));
 
   // Never replayed: its output (the running buffer) becomes a constant.
-  OpDef update{.name = "batch_norm_update_stats_", .infer = infer_update_stats};
+  // running = (1 - momentum) * running + momentum * scale * statistic.
+  OpDef update{.name = "batch_norm_update_stats_", .params = {f("momentum"), f("scale")},
+               .infer = infer_update_stats};
   update.flags.inplace = true;
   update.flags.side_effect = true;
   update.flags.strided_inputs = true;
@@ -254,11 +267,11 @@ void register_norm_ops() {
   R.define(std::move(update));
 
   // Kernels of backward rules (run under NoGradGuard: no backward of their own).
-  R.define(OpDef{.name = "layer_norm_backward", .infer = infer_layer_norm_backward,
+  R.define(OpDef{.name = "layer_norm_backward", .params = kLayerNorm, .infer = infer_layer_norm_backward,
                  .cost = norm_cost, .save = kSaveNone});
-  R.define(OpDef{.name = "rms_norm_backward", .infer = infer_rms_norm_backward, .cost = norm_cost,
+  R.define(OpDef{.name = "rms_norm_backward", .params = kRmsNorm, .infer = infer_rms_norm_backward, .cost = norm_cost,
                  .save = kSaveNone});
-  R.define(OpDef{.name = "batch_norm_backward", .infer = infer_batch_norm_backward,
+  R.define(OpDef{.name = "batch_norm_backward", .params = batch_norm_grad, .infer = infer_batch_norm_backward,
                  .cost = norm_cost, .save = kSaveNone});
 }
 
@@ -293,7 +306,7 @@ Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weigh
                   double eps) {
   static const OpDef& o = op("layer_norm");
   return dispatch1(o, with_affine({x}, weight, bias),
-                   Attrs{{"normalized_shape", normalized_shape.vec()},
+                   Attrs{{"norm_shape", normalized_shape.vec()},
                          {"eps", eps},
                          {"has_weight", weight.defined()},
                          {"has_bias", bias.defined()}});
@@ -306,7 +319,7 @@ Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight,
                 std::optional<double> eps) {
   static const OpDef& o = op("rms_norm");
   return dispatch1(o, with_affine({x}, weight, Tensor()),
-                   Attrs{{"normalized_shape", normalized_shape.vec()},
+                   Attrs{{"norm_shape", normalized_shape.vec()},
                          {"eps", eps.value_or(machine_epsilon(x.dtype()))},
                          {"has_weight", weight.defined()},
                          {"has_bias", false}});

@@ -229,18 +229,23 @@ void infer_max_dim_backward(std::span<const TensorMeta> in, const Attrs& a,
 
 void register_reduce_ops() {
   auto& R = OpRegistry::instance();
+  using param::b, param::i, param::ints;
+  // dims: normalized and sorted by reduce_dims (every dim when the caller gave none).
+  const std::vector<ParamSpec> kDims{ints("dims"), b("keepdim", false)};
+  const std::vector<ParamSpec> kDim{i("dim"), b("keepdim", false)};
 
-  OpDef sum{.name = "sum", .infer = infer_sum, .cost = reduce_cost, .backward = sum_backward};
+  OpDef sum{.name = "sum", .params = kDims, .infer = infer_sum, .cost = reduce_cost, .backward = sum_backward};
   sum.flags.strided_inputs = true;
   sum.save = kSaveNone;
   R.define(std::move(sum));
 
-  OpDef mean{.name = "mean", .infer = infer_mean, .cost = reduce_cost, .backward = mean_backward};
+  OpDef mean{.name = "mean", .params = kDims, .infer = infer_mean, .cost = reduce_cost, .backward = mean_backward};
   mean.flags.strided_inputs = true;
   mean.save = kSaveNone;
   R.define(std::move(mean));
 
-  OpDef var{.name = "var", .infer = infer_var, .cost = reduce_cost, .backward = var_backward};
+  OpDef var{.name = "var", .params = {ints("dims"), b("keepdim", false), i("correction", 1)},
+            .infer = infer_var, .cost = reduce_cost, .backward = var_backward};
   var.save = kSaveInputs;
   R.define(std::move(var));
 
@@ -251,23 +256,24 @@ void register_reduce_ops() {
 
   // Multi-output: (values, indices). Only the indices are needed backward,
   // and both are the size of the reduced output.
-  OpDef max_dim{.name = "max_dim", .infer = infer_max_dim, .cost = reduce_cost,
+  OpDef max_dim{.name = "max_dim", .params = kDim, .infer = infer_max_dim, .cost = reduce_cost,
                 .backward = max_dim_backward};
   max_dim.flags.strided_inputs = true;
   max_dim.save = kSaveOutputs;
   R.define(std::move(max_dim));
 
-  OpDef argmax{.name = "argmax", .infer = infer_argmax, .cost = reduce_cost};
+  OpDef argmax{.name = "argmax", .params = kDim, .infer = infer_argmax, .cost = reduce_cost};
   argmax.flags.strided_inputs = true;
   argmax.save = kSaveNone;
   R.define(std::move(argmax));
 
   // Kernels of backward rules (run under NoGradGuard: no backward of their own).
-  R.define(OpDef{.name = "sum_backward", .infer = infer_sum_backward, .save = kSaveNone});
-  R.define(OpDef{.name = "var_backward", .infer = infer_var_backward, .cost = reduce_cost,
+  R.define(OpDef{.name = "sum_backward", .params = {ints("shape"), ints("dims"), i("divisor")},
+                 .infer = infer_sum_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "var_backward", .params = {ints("dims"), i("correction")}, .infer = infer_var_backward, .cost = reduce_cost,
                  .save = kSaveNone});
   R.define(OpDef{.name = "max_backward", .infer = infer_max_backward, .save = kSaveNone});
-  R.define(OpDef{.name = "max_dim_backward", .infer = infer_max_dim_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "max_dim_backward", .params = {ints("shape"), i("dim")}, .infer = infer_max_dim_backward, .save = kSaveNone});
 }
 
 }  // namespace ops

@@ -1,11 +1,13 @@
 // Helpers for defining op rows (eager/ops/<family>.cpp). Each family file
-// defines `void register_<family>_ops()` and lists it in eager/ops/init.cpp.
+// defines `void register_<family>_ops()`; the families are listed once, in
+// core/op_families.h.
 #pragma once
 
 #include <span>
 #include <vector>
 
 #include "core/error.h"
+#include "core/op_families.h"
 #include "core/op_registry.h"
 #include "eager/autograd.h"
 #include "eager/dispatch.h"
@@ -38,24 +40,9 @@ inline void check_floating(std::string_view op, const TensorMeta& m, std::string
             op, what, dtype_name(m.dtype), shape_str(m.shape));
 }
 
-/// Declarations of every family's registration function.
-void register_copy_ops();
-void register_creation_ops();
-void register_unary_ops();
-void register_binary_ops();
-void register_reduce_ops();
-void register_linalg_ops();
-void register_nn_functional_ops();
-void register_norm_ops();
-void register_loss_ops();
-void register_conv_ops();
-void register_view_ops();
-void register_index_ops();
-void register_attention_ops();
+/// Every family's registration function (core/op_families.h).
+#define DTR_DECLARE_OPS(family) void register_##family##_ops();
+DTR_OP_FAMILIES(DTR_DECLARE_OPS)
+#undef DTR_DECLARE_OPS
 
 }  // namespace dtr::ops
-
-namespace dtr::cpu {
-/// Registers every CPU kernel into the op registry (cpu/register.cpp).
-void register_kernels();
-}  // namespace dtr::cpu

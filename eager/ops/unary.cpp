@@ -86,8 +86,8 @@ void infer_activation_backward(std::span<const TensorMeta> in, const Attrs&,
 
 // ---- backward rules --------------------------------------------------------------
 
-Tensor fused_backward(std::string_view name, const Tensor& g, const Tensor& y, Attrs attrs = {}) {
-  return dispatch1(op(name), {g, y}, std::move(attrs));
+Tensor fused_backward(const OpDef& o, const Tensor& g, const Tensor& y, Attrs attrs = {}) {
+  return dispatch1(o, {g, y}, std::move(attrs));
 }
 
 std::vector<Tensor> neg_backward(const BackwardContext&, std::span<const Tensor> g) {
@@ -95,7 +95,8 @@ std::vector<Tensor> neg_backward(const BackwardContext&, std::span<const Tensor>
 }
 
 std::vector<Tensor> abs_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {fused_backward("abs_backward", g[0], ctx.inputs[0])};
+  static const OpDef& o = op("abs_backward");
+  return {fused_backward(o, g[0], ctx.inputs[0])};
 }
 
 // d exp(x) = exp(x): uses the saved output.
@@ -118,15 +119,18 @@ std::vector<Tensor> rsqrt_backward(const BackwardContext& ctx, std::span<const T
 }
 
 std::vector<Tensor> tanh_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {fused_backward("tanh_backward", g[0], ctx.outputs[0])};
+  static const OpDef& o = op("tanh_backward");
+  return {fused_backward(o, g[0], ctx.outputs[0])};
 }
 
 std::vector<Tensor> sigmoid_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {fused_backward("sigmoid_backward", g[0], ctx.outputs[0])};
+  static const OpDef& o = op("sigmoid_backward");
+  return {fused_backward(o, g[0], ctx.outputs[0])};
 }
 
 std::vector<Tensor> relu_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {fused_backward("relu_backward", g[0], ctx.outputs[0])};
+  static const OpDef& o = op("relu_backward");
+  return {fused_backward(o, g[0], ctx.outputs[0])};
 }
 
 // d 1/x = -1/x^2 = -(1/x)^2.
@@ -136,12 +140,14 @@ std::vector<Tensor> reciprocal_backward(const BackwardContext& ctx, std::span<co
 }
 
 std::vector<Tensor> gelu_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {fused_backward("gelu_backward", g[0], ctx.inputs[0],
+  static const OpDef& o = op("gelu_backward");
+  return {fused_backward(o, g[0], ctx.inputs[0],
                          Attrs{{"tanh", ctx.attrs.b("tanh")}})};
 }
 
 std::vector<Tensor> silu_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
-  return {fused_backward("silu_backward", g[0], ctx.inputs[0])};
+  static const OpDef& o = op("silu_backward");
+  return {fused_backward(o, g[0], ctx.inputs[0])};
 }
 
 // The gradient passes where min <= x <= max (torch: zero outside, and at NaN).
@@ -158,15 +164,16 @@ std::vector<Tensor> clamp_backward(const BackwardContext& ctx, std::span<const T
 
 // ---- rows ---------------------------------------------------------------------------
 
-void define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t save,
-                bool inplace, AutocastPolicy autocast = AutocastPolicy::kNone) {
-  OpDef d{.name = std::move(name), .infer = infer, .backward = backward};
+OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t save,
+                  bool inplace, AutocastPolicy autocast = AutocastPolicy::kNone,
+                  std::vector<ParamSpec> params = {}) {
+  OpDef d{.name = std::move(name), .params = std::move(params), .infer = infer, .backward = backward};
   d.save = save;
   d.flags.strided_inputs = true;
   d.flags.inplace = inplace;
   // In-place rows never autocast: a cast copy of self would take the write.
   d.autocast = inplace ? AutocastPolicy::kNone : autocast;
-  OpRegistry::instance().define(std::move(d));
+  return OpRegistry::instance().define(std::move(d));
 }
 
 }  // namespace
@@ -174,34 +181,42 @@ void define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t sa
 void register_unary_ops() {
   using K = UnaryKind;
   constexpr auto kF32 = AutocastPolicy::kFloat32;  // PyTorch autocast's float32 list
+  constexpr auto kNoCast = AutocastPolicy::kNone;
+  // .scalar_flops_per_element: Note [scores] (transcendental kernels).
+  // gelu: the tanh approximation (approximate="tanh") or erf.
+  const std::vector<ParamSpec> kGelu{param::b("tanh", false)};
+  // clamp: either bound may be absent, not both (infer_clamp checks).
+  const std::vector<ParamSpec> kClamp{param::optional(param::f("min")),
+                                      param::optional(param::f("max")),
+                                      param::optional(param::b("float_bounds", false))};
   define_row("neg", infer_unary<"neg", K::kNumeric>, neg_backward, kSaveNone, false);
   define_row("neg_", infer_unary_inplace<"neg_", K::kNumeric>, neg_backward, kSaveNone, true);
   define_row("abs", infer_unary<"abs", K::kNumeric>, abs_backward, kSaveInputs, false);
-  define_row("exp", infer_unary<"exp", K::kFloatingResult>, exp_backward, kSaveOutputs, false, kF32);
+  define_row("exp", infer_unary<"exp", K::kFloatingResult>, exp_backward, kSaveOutputs, false, kF32).scalar_flops_per_element = 75;
   define_row("exp_", infer_unary_inplace<"exp_", K::kFloatingResult>, exp_backward, kSaveOutputs, true);
-  define_row("log", infer_unary<"log", K::kFloatingResult>, log_backward, kSaveInputs, false, kF32);
+  define_row("log", infer_unary<"log", K::kFloatingResult>, log_backward, kSaveInputs, false, kF32).scalar_flops_per_element = 75;
   define_row("sqrt", infer_unary<"sqrt", K::kFloatingResult>, sqrt_backward, kSaveOutputs, false);
   define_row("sqrt_", infer_unary_inplace<"sqrt_", K::kFloatingResult>, sqrt_backward, kSaveOutputs, true);
   define_row("rsqrt", infer_unary<"rsqrt", K::kFloatingResult>, rsqrt_backward, kSaveOutputs, false, kF32);
-  define_row("tanh", infer_unary<"tanh", K::kFloatingResult>, tanh_backward, kSaveOutputs, false);
+  define_row("tanh", infer_unary<"tanh", K::kFloatingResult>, tanh_backward, kSaveOutputs, false).scalar_flops_per_element = 120;
   define_row("tanh_", infer_unary_inplace<"tanh_", K::kFloatingResult>, tanh_backward, kSaveOutputs, true);
-  define_row("sigmoid", infer_unary<"sigmoid", K::kFloatingResult>, sigmoid_backward, kSaveOutputs, false);
+  define_row("sigmoid", infer_unary<"sigmoid", K::kFloatingResult>, sigmoid_backward, kSaveOutputs, false).scalar_flops_per_element = 75;
   define_row("sigmoid_", infer_unary_inplace<"sigmoid_", K::kFloatingResult>, sigmoid_backward, kSaveOutputs, true);
   define_row("relu", infer_unary<"relu", K::kNumeric>, relu_backward, kSaveOutputs, false);
   define_row("relu_", infer_unary_inplace<"relu_", K::kNumeric>, relu_backward, kSaveOutputs, true);
   define_row("reciprocal", infer_unary<"reciprocal", K::kFloatingResult>, reciprocal_backward, kSaveOutputs, false, kF32);
-  define_row("gelu", infer_unary<"gelu", K::kFloatingOnly>, gelu_backward, kSaveInputs, false);
-  define_row("silu", infer_unary<"silu", K::kFloatingOnly>, silu_backward, kSaveInputs, false);
-  define_row("clamp", infer_clamp, clamp_backward, kSaveInputs, false);
-  define_row("clamp_", infer_clamp_, clamp_backward, kSaveInputs, true);
+  define_row("gelu", infer_unary<"gelu", K::kFloatingOnly>, gelu_backward, kSaveInputs, false, kNoCast, kGelu).scalar_flops_per_element = 130;
+  define_row("silu", infer_unary<"silu", K::kFloatingOnly>, silu_backward, kSaveInputs, false).scalar_flops_per_element = 80;
+  define_row("clamp", infer_clamp, clamp_backward, kSaveInputs, false, kNoCast, kClamp);
+  define_row("clamp_", infer_clamp_, clamp_backward, kSaveInputs, true, kNoCast, kClamp);
 
   // Fused backward ops (grad_out, saved) → grad_in; not differentiable themselves.
   define_row("relu_backward", infer_activation_backward<"relu_backward">, nullptr, kSaveNone, false);
   define_row("sigmoid_backward", infer_activation_backward<"sigmoid_backward">, nullptr, kSaveNone, false);
   define_row("tanh_backward", infer_activation_backward<"tanh_backward">, nullptr, kSaveNone, false);
   define_row("abs_backward", infer_activation_backward<"abs_backward">, nullptr, kSaveNone, false);
-  define_row("silu_backward", infer_activation_backward<"silu_backward">, nullptr, kSaveNone, false);
-  define_row("gelu_backward", infer_activation_backward<"gelu_backward">, nullptr, kSaveNone, false);
+  define_row("silu_backward", infer_activation_backward<"silu_backward">, nullptr, kSaveNone, false).scalar_flops_per_element = 110;
+  define_row("gelu_backward", infer_activation_backward<"gelu_backward">, nullptr, kSaveNone, false, kNoCast, kGelu).scalar_flops_per_element = 180;
 }
 
 }  // namespace ops

@@ -394,17 +394,19 @@ std::vector<Tensor> expand_backward(const BackwardContext& ctx, std::span<const 
   return {autograd::sum_to(g[0], ctx.input_metas[0].shape)};
 }
 
-OpDef row(std::string name, InferFn infer, BackwardFn backward) {
+OpDef row(std::string name, InferFn infer, BackwardFn backward, std::vector<ParamSpec> params) {
   OpDef d;
   d.name = std::move(name);
+  d.params = std::move(params);
   d.infer = infer;
   d.backward = backward;
   d.save = kSaveNone;
   return d;
 }
 
-OpDef view_row(std::string name, InferFn infer, BackwardFn backward) {
-  OpDef d = row(std::move(name), infer, backward);
+OpDef view_row(std::string name, InferFn infer, BackwardFn backward,
+               std::vector<ParamSpec> params) {
+  OpDef d = row(std::move(name), infer, backward, std::move(params));
   d.flags.view = true;
   return d;
 }
@@ -413,20 +415,27 @@ OpDef view_row(std::string name, InferFn infer, BackwardFn backward) {
 
 void register_view_ops() {
   auto& R = OpRegistry::instance();
-  R.define(view_row("view", infer_view, view_backward));
-  R.define(view_row("transpose", infer_transpose, transpose_backward));
-  R.define(view_row("permute", infer_permute, permute_backward));
-  R.define(view_row("slice", infer_slice, slice_backward));
-  R.define(view_row("select", infer_select, select_backward));
-  R.define(view_row("unsqueeze", infer_unsqueeze, unsqueeze_backward));
-  R.define(view_row("squeeze", infer_squeeze, squeeze_backward));
-  R.define(view_row("expand", infer_expand, expand_backward));
+  using param::i, param::ints, param::optional;
+  R.define(view_row("view", infer_view, view_backward, {ints("shape")}));
+  R.define(view_row("transpose", infer_transpose, transpose_backward, {i("dim0"), i("dim1")}));
+  R.define(view_row("permute", infer_permute, permute_backward, {ints("dims")}));
+  // start and end absent: the dim's beginning and end (slice_range).
+  R.define(view_row("slice", infer_slice, slice_backward,
+                    {i("dim"), optional(i("start", 0)),
+                     optional(i("end", std::numeric_limits<int64_t>::max())), i("step", 1)}));
+  R.define(view_row("select", infer_select, select_backward, {i("dim"), i("index")}));
+  R.define(view_row("unsqueeze", infer_unsqueeze, unsqueeze_backward, {i("dim")}));
+  // dim absent: every size-1 dim.
+  R.define(view_row("squeeze", infer_squeeze, squeeze_backward, {optional(i("dim"))}));
+  R.define(view_row("expand", infer_expand, expand_backward, {ints("shape")}));
 
   // Gradient scatters of slice/select (kernels in cpu/index.cpp).
-  OpDef sb = row("slice_backward", infer_slice_backward, slice_backward_backward);
+  OpDef sb = row("slice_backward", infer_slice_backward, slice_backward_backward,
+                 {ints("input_shape"), i("dim"), i("start"), i("step")});
   sb.flags.strided_inputs = true;
   R.define(std::move(sb));
-  OpDef selb = row("select_backward", infer_select_backward, select_backward_backward);
+  OpDef selb = row("select_backward", infer_select_backward, select_backward_backward,
+                   {ints("input_shape"), i("dim"), i("index")});
   selb.flags.strided_inputs = true;
   R.define(std::move(selb));
 }

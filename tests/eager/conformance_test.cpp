@@ -1,16 +1,20 @@
 // The op conformance harness (DESIGN.md "Testing"): every op of eager/ops.h,
 // one row per case, checked against PyTorch reference values committed in
 // tests/golden/golden.txt (written by tests/golden/gen_golden.py; the format
-// is described there). For each case:
-//   Conformance.Float64/<case>        values and input gradients vs PyTorch, rtol 1e-10
-//   Conformance.Float32/<case>        the same in float32, rtol 1e-5
-//   Conformance.BudgetBitwise/<case>  forward + backward again under a tight memory
-//                                     budget: bitwise equal to the unlimited run
-//   ConformanceGradcheck.Float64/<case>  finite differences (differentiable cases)
-//   ConformanceRandom.BudgetBitwise/<op> random ops: bitwise replay under a budget
+// is described there). Every case runs on every device of
+// conformance_devices(); for each case and device:
+//   Conformance.Float64/<case>_<device>        values and input gradients vs PyTorch, rtol 1e-10
+//   Conformance.Float32/<case>_<device>        the same in float32, rtol 1e-5
+//   Conformance.BudgetBitwise/<case>_<device>  forward + backward again under a tight memory
+//                                              budget: bitwise equal to the unlimited run
+//   ConformanceGradcheck.Float64/<case>_<device>  finite differences (differentiable cases)
+//   ConformanceRandom.BudgetBitwise/<op>_<device> random ops: bitwise replay under a budget
 // Gradients are those of L = sum_k sum(out_k * w_k) with the generator's weights.
 // The rows of kCases mirror the generator's lambdas, name for name.
+// OpRegistryCompleteness (at the end) checks that the cases reach every
+// primitive row of the registry.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -25,16 +30,32 @@
 
 #include "core/logging.h"
 #include "dtr/dtr.h"
+#include "second_device.h"
 #include "tests/testing.h"
 
 namespace dtr {
+
+// Names the device in gtest's parameter listings (found by ADL).
+void PrintTo(const Device& d, std::ostream* os) { *os << d.str(); }
+
 namespace {
 
 using Inputs = std::vector<Tensor>;
 using Outputs = std::vector<Tensor>;
-/// A case: the op call on rebuilt inputs; `dt` is the run's floating dtype
-/// (creation ops use it).
-using CaseFn = std::function<Outputs(const Inputs& x, DType dt)>;
+
+/// The devices every case runs on.
+std::vector<Device> conformance_devices() { return {Device(kCPU), testing::second_device()}; }
+
+/// Where a case runs: the run's floating dtype and the device.
+struct CaseRun {
+  DType dtype = kFloat64;
+  Device device;
+};
+/// Options of a factory of the run's floating dtype on its device.
+TensorOptions options(const CaseRun& r) { return TensorOptions(r.dtype).device(r.device); }
+
+/// A case: the op call on rebuilt inputs (on the run's device).
+using CaseFn = std::function<Outputs(const Inputs& x, const CaseRun& run)>;
 
 template <typename... T>
 Outputs outs(const std::tuple<T...>& t) {
@@ -44,8 +65,18 @@ Outputs outs(const std::tuple<T...>& t) {
 // ---------------------------------------------------------------------------- the table
 // Keep in the same order and with the same names as gen_golden.py.
 
-#define CASE(name, ...) \
-  { name, [](const Inputs& x, DType dt) -> Outputs { (void)x; (void)dt; return __VA_ARGS__; } }
+// In a case, `dt` are the options of a factory of the run's floating dtype
+// on its device, `on` those of a factory that infers its dtype.
+#define CASE(name, ...)                                                 \
+  {                                                                     \
+    name, [](const Inputs& x, const CaseRun& run) -> Outputs {              \
+      const TensorOptions dt = options(run), on(run.device);            \
+      (void)x;                                                          \
+      (void)dt;                                                         \
+      (void)on;                                                         \
+      return __VA_ARGS__;                                               \
+    }                                                                   \
+  }
 
 Outputs batch_norm_case(const Inputs& x, bool training, bool affine) {
   Tensor rm = x[1], rv = x[2];
@@ -61,11 +92,11 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("zeros", {zeros({2, 3}, dt)}),
       CASE("ones", {ones({2, 3}, dt)}),
       CASE("full", {full({2, 2}, 2.5, dt)}),
-      CASE("arange_end", {arange(5)}),
+      CASE("arange_end", {arange(5, on)}),
       CASE("arange_start_step", {arange(1.0, 2.0, 0.25, dt)}),
-      CASE("arange_negative_step", {arange(5, -3, -2)}),
-      CASE("full_int_value", {full({2, 2}, 3)}),
-      CASE("full_bool_value", {full({3}, true)}),
+      CASE("arange_negative_step", {arange(5, -3, -2, on)}),
+      CASE("full_int_value", {full({2, 2}, 3, on)}),
+      CASE("full_bool_value", {full({3}, true, on)}),
       CASE("zeros_like", {zeros_like(x[0])}),
       CASE("ones_like", {ones_like(x[0])}),
       CASE("full_like", {full_like(x[0], -1.5)}),
@@ -274,6 +305,25 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("softmax_long", {softmax(x[0], -1)}),
       CASE("log_softmax_long", {log_softmax(x[0], -1)}),
       CASE("layer_norm_long", {layer_norm(x[0], {131}, x[1], x[2])}),
+      // ---- in-place forms (on a clone, so the leaf keeps its gradient) and copies
+      CASE("neg_", {x[0].clone().neg_()}),
+      CASE("exp_", {x[0].clone().exp_()}),
+      CASE("sqrt_", {x[0].clone().sqrt_()}),
+      CASE("tanh_", {x[0].clone().tanh_()}),
+      CASE("sigmoid_", {x[0].clone().sigmoid_()}),
+      CASE("relu_", {x[0].clone().relu_()}),
+      CASE("clamp_", {x[0].clone().clamp_(-0.5, 0.5)}),
+      CASE("add_", {x[0].clone().add_(x[1], 2)}),
+      CASE("sub_", {x[0].clone().sub_(x[1], 0.5)}),
+      CASE("mul_", {x[0].clone().mul_(x[1])}),
+      CASE("div_", {x[0].clone().div_(x[1])}),
+      CASE("add_scalar_", {x[0].clone().add_(1.5)}),
+      CASE("mul_scalar_", {x[0].clone().mul_(-2.0)}),
+      CASE("div_scalar_", {x[0].clone().div_(4.0)}),
+      CASE("masked_fill_", {x[0].clone().masked_fill_(x[1], -1.0)}),
+      CASE("copy_", {zeros({3, 4}, dt).copy_(x[0])}),
+      CASE("fill_", {x[0].clone().fill_(2.5)}),
+      CASE("to_int64", {x[0].to(kInt64)}),
   };
   return table;
 }
@@ -433,24 +483,30 @@ const GoldenCase* golden(const std::string& name) {
 
 // ---------------------------------------------------------------------------- running a case
 
-Tensor make_input(const InputSpec& s, DType dt) {
+/// Host values moved to `device` (a leaf there: before any requires_grad).
+Tensor on_device(Tensor t, Device device) {
+  return t.device() == device ? t : t.to(device);
+}
+
+Tensor make_input(const InputSpec& s, const CaseRun& run) {
   switch (s.kind) {
     case 'i': {
       std::vector<int64_t> v(s.values.begin(), s.values.end());
-      return from_vector(v, s.shape);
+      return on_device(from_vector(v, s.shape), run.device);
     }
     case 'b': {
       std::vector<bool> v;
       for (double e : s.values) v.push_back(e != 0);
-      return from_vector(v, s.shape);
+      return on_device(from_vector(v, s.shape), run.device);
     }
     default: {
       Tensor t;
-      if (dt == kFloat64) {
+      if (run.dtype == kFloat64) {
         t = from_vector(s.values, s.shape);
       } else {
         t = from_vector(std::vector<float>(s.values.begin(), s.values.end()), s.shape);
       }
+      t = on_device(std::move(t), run.device);
       if (s.requires_grad) t.requires_grad_();
       return t;
     }
@@ -458,11 +514,11 @@ Tensor make_input(const InputSpec& s, DType dt) {
 }
 
 /// The generator's weights w[i] = 0.5 + 0.37 * ((i * 7919) % 13) / 13.
-Tensor weights(const Shape& shape, DType dt) {
+Tensor weights(const Shape& shape, DType dt, Device device) {
   std::vector<double> w(size_t(numel(shape)));
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5 + 0.37 * double((i * 7919) % 13) / 13.0;
-  if (dt == kFloat64) return from_vector(w, shape);
-  return from_vector(std::vector<float>(w.begin(), w.end()), shape);
+  if (dt == kFloat64) return on_device(from_vector(w, shape), device);
+  return on_device(from_vector(std::vector<float>(w.begin(), w.end()), shape), device);
 }
 
 struct Result {
@@ -474,19 +530,19 @@ struct Result {
 /// over the floating outputs that require grad. With `evictable_inputs` the op
 /// sees clones of the leaves, so its inputs have lineage and may be evicted.
 /// `after_forward`, when given, runs between the forward and the backward.
-Result run_case(const CaseFn& fn, const GoldenCase& gc, DType dt, bool evictable_inputs = false,
+Result run_case(const CaseFn& fn, const GoldenCase& gc, const CaseRun& run, bool evictable_inputs = false,
                 const std::function<void()>& after_forward = {}) {
   Inputs leaves, args;
-  for (const auto& s : gc.inputs) leaves.push_back(make_input(s, dt));
+  for (const auto& s : gc.inputs) leaves.push_back(make_input(s, run));
   for (const auto& t : leaves) args.push_back(evictable_inputs ? t.clone() : t);
   Result r;
-  r.outputs = fn(args, dt);
+  r.outputs = fn(args, run);
   args.clear();
   if (after_forward) after_forward();
   Tensor loss;
   for (const auto& o : r.outputs) {
     if (!o.defined() || !o.is_floating_point() || !o.requires_grad()) continue;
-    Tensor term = sum(mul(o, weights(o.shape(), o.dtype())));
+    Tensor term = sum(mul(o, weights(o.shape(), o.dtype(), o.device())));
     loss = loss.defined() ? add(loss, term) : term;
   }
   if (loss.defined()) loss.backward();
@@ -523,7 +579,7 @@ Tolerance tolerance(DType dt) { return dt == kFloat64 ? Tolerance{1e-10, 1e-12} 
   return ::testing::AssertionSuccess();
 }
 
-void check_against_golden(const std::string& name, DType dt) {
+void check_against_golden(const std::string& name, DType dt, Device device) {
   const CaseFn* fn = find_case(name);
   const GoldenCase* gc = golden(name);
   ASSERT_NE(fn, nullptr);
@@ -536,7 +592,7 @@ void check_against_golden(const std::string& name, DType dt) {
     ASSERT_NEAR(sum, s.checksum, 1e-12 * std::max(1.0, std::abs(s.checksum)))
         << "input " << k << " rebuilt here differs from the generator's formula";
   }
-  const Result r = run_case(*fn, *gc, dt);
+  const Result r = run_case(*fn, *gc, CaseRun{dt, device});
   ASSERT_EQ(r.outputs.size(), gc->outputs.size()) << "number of outputs";
   for (size_t k = 0; k < r.outputs.size(); ++k) {
     const OutputSpec& o = gc->outputs[k];
@@ -572,20 +628,21 @@ Tensor constant_copy(const Tensor& t) {
   return reshape(c, t.shape());  // a view: still the constant's storage (0-d included)
 }
 
-/// Restores an unlimited budget when the scope ends, whatever happens in it.
+/// Restores an unlimited budget of `device` when the scope ends, whatever happens in it.
 struct UnlimitedBudgetOnExit {
-  ~UnlimitedBudgetOnExit() { remat::set_memory_budget(std::nullopt); }
+  Device device;
+  ~UnlimitedBudgetOnExit() { remat::set_memory_budget(device, std::nullopt); }
 };
 
-/// Evicts every evictable storage, then puts `budget` back: what follows
-/// (the backward, reading results) must rematerialize what it touches.
-void evict_everything(int64_t budget) {
+/// Evicts every evictable storage of `device`, then puts `budget` back: what
+/// follows (the backward, reading results) must rematerialize what it touches.
+void evict_everything(Device device, int64_t budget) {
   spdlog::logger& log = logger();
   const auto level = log.level();
   log.set_level(spdlog::level::err);  // "budget below the unevictable bytes" is expected here
-  remat::set_memory_budget(1);
+  remat::set_memory_budget(device, 1);
   log.set_level(level);
-  remat::set_memory_budget(budget);
+  remat::set_memory_budget(device, budget);
 }
 
 // ---------------------------------------------------------------------------- the tests
@@ -605,7 +662,21 @@ std::vector<std::string> differentiable_case_names() {
   return names;
 }
 
-std::string param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+/// A test's parameter: a case (or random op) and the device it runs on.
+using CaseOnDevice = std::tuple<std::string, Device>;
+
+/// Every name crossed with every device of conformance_devices().
+auto on_every_device(const std::vector<std::string>& names) {
+  return ::testing::Combine(::testing::ValuesIn(names), ::testing::ValuesIn(conformance_devices()));
+}
+
+/// "<case>_<device>", the device spelled with letters, digits and '_' ("cuda_1").
+std::string param_name(const ::testing::TestParamInfo<CaseOnDevice>& info) {
+  std::string device = std::get<1>(info.param).str();
+  for (char& c : device)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return std::get<0>(info.param) + "_" + device;
+}
 
 TEST(ConformanceFixture, CoversEveryCaseOfTheTable) {
   const Fixture& fx = fixture();
@@ -616,11 +687,15 @@ TEST(ConformanceFixture, CoversEveryCaseOfTheTable) {
   EXPECT_EQ(fx.order, all_case_names()) << "table and generator list the cases in different orders";
 }
 
-class Conformance : public ::testing::TestWithParam<std::string> {};
+class Conformance : public ::testing::TestWithParam<CaseOnDevice> {
+ protected:
+  const std::string& case_name() const { return std::get<0>(GetParam()); }
+  Device device() const { return std::get<1>(GetParam()); }
+};
 
-TEST_P(Conformance, Float64) { check_against_golden(GetParam(), kFloat64); }
+TEST_P(Conformance, Float64) { check_against_golden(case_name(), kFloat64, device()); }
 
-TEST_P(Conformance, Float32) { check_against_golden(GetParam(), kFloat32); }
+TEST_P(Conformance, Float32) { check_against_golden(case_name(), kFloat32, device()); }
 
 // Note [replay equals original]: the same forward and backward under a tight
 // budget must produce bitwise the values of the unlimited run. The budget is
@@ -628,32 +703,33 @@ TEST_P(Conformance, Float32) { check_against_golden(GetParam(), kFloat32); }
 // run out of memory, and everything evictable is evicted between the forward
 // and the backward, so the backward and the read-back replay the lineage.
 // `run(after_forward)` performs one run (random cases reseed first).
-void check_budget_bitwise(const std::function<Result(const std::function<void()>&)>& run) {
-  ASSERT_FALSE(remat::memory_budget().has_value()) << "an earlier test left a budget set";
+// The budget is the run's device's (Note [per-device memory]).
+void check_budget_bitwise(Device device, const std::function<Result(const std::function<void()>&)>& run) {
+  ASSERT_FALSE(remat::memory_budget(device).has_value()) << "an earlier test left a budget set";
 
   // The unlimited run, and how many bytes it needed above what was resident.
   std::vector<Tensor> expected_outputs, expected_grads;
   int64_t needed = 0;
   {
     remat::reset_stats();
-    const int64_t before = remat::stats().resident_bytes;
+    const int64_t before = remat::stats(device).resident_bytes;
     const Result r = run({});
-    needed = remat::stats().peak_bytes - before;
+    needed = remat::stats(device).peak_bytes - before;
     for (const auto& t : r.outputs) expected_outputs.push_back(constant_copy(t));
     for (const auto& t : r.grads) expected_grads.push_back(constant_copy(t));
   }
 
-  UnlimitedBudgetOnExit restore;
-  const int64_t base = remat::stats().resident_bytes;
+  UnlimitedBudgetOnExit restore{device};
+  const int64_t base = remat::stats(device).resident_bytes;
   std::optional<Result> r;
   int64_t budget = 0;
   remat::Stats st;
   for (const double fraction : {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}) {
     budget = base + std::max<int64_t>(1, int64_t(double(needed) * fraction));
-    remat::set_memory_budget(budget);
+    remat::set_memory_budget(device, budget);
     remat::reset_stats();
     try {
-      r = run([&] { evict_everything(budget); });
+      r = run([&] { evict_everything(device, budget); });
       // Read everything back under the budget (may rematerialize; that can
       // need more room than the first computation did).
       for (const auto* ts : {&r->outputs, &r->grads}) {
@@ -661,7 +737,7 @@ void check_budget_bitwise(const std::function<Result(const std::function<void()>
           if (t.defined()) (void)t.to_vector<double>();
         }
       }
-      st = remat::stats();
+      st = remat::stats(device);
       break;
     } catch (const OutOfMemoryError&) {
       r.reset();
@@ -669,7 +745,7 @@ void check_budget_bitwise(const std::function<Result(const std::function<void()>
   }
   ASSERT_TRUE(r.has_value()) << "OutOfMemoryError even at the unlimited run's peak (" << needed << " bytes)";
   EXPECT_LE(st.peak_bytes, budget) << "Note [hard budget]";
-  remat::set_memory_budget(std::nullopt);  // any later rematerialization must replay bitwise too
+  remat::set_memory_budget(device, std::nullopt);  // any later rematerialization must replay bitwise too
   ::testing::Test::RecordProperty("budget_bytes", std::to_string(budget - base) + "/" + std::to_string(needed));
   ::testing::Test::RecordProperty("evictions", std::to_string(st.evictions));
   ::testing::Test::RecordProperty("rematerializations", std::to_string(st.rematerializations));
@@ -689,33 +765,34 @@ void check_budget_bitwise(const std::function<Result(const std::function<void()>
 }
 
 TEST_P(Conformance, BudgetBitwise) {
-  const CaseFn* fn = find_case(GetParam());
-  const GoldenCase* gc = golden(GetParam());
+  const CaseFn* fn = find_case(case_name());
+  const GoldenCase* gc = golden(case_name());
   ASSERT_NE(fn, nullptr);
   ASSERT_NE(gc, nullptr);
-  check_budget_bitwise([&](const std::function<void()>& after_forward) {
-    return run_case(*fn, *gc, kFloat32, /*evictable_inputs=*/true, after_forward);
+  check_budget_bitwise(device(), [&](const std::function<void()>& after_forward) {
+    return run_case(*fn, *gc, CaseRun{kFloat32, device()}, /*evictable_inputs=*/true, after_forward);
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, Conformance, ::testing::ValuesIn(all_case_names()), param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, Conformance, on_every_device(all_case_names()), param_name);
 
-class ConformanceGradcheck : public ::testing::TestWithParam<std::string> {};
+class ConformanceGradcheck : public Conformance {};
 
 // Finite differences in float64 on the floating outputs that require grad
 // (flattened and concatenated when there are several).
 TEST_P(ConformanceGradcheck, Float64) {
-  const CaseFn* fn = find_case(GetParam());
-  const GoldenCase* gc = golden(GetParam());
+  const CaseFn* fn = find_case(case_name());
+  const GoldenCase* gc = golden(case_name());
   ASSERT_NE(fn, nullptr);
   ASSERT_NE(gc, nullptr);
+  const CaseRun run{kFloat64, device()};
   Inputs leaves;
-  for (const auto& s : gc->inputs) leaves.push_back(make_input(s, kFloat64));
+  for (const auto& s : gc->inputs) leaves.push_back(make_input(s, run));
   std::vector<bool> use;
-  for (const auto& o : (*fn)(leaves, kFloat64))
+  for (const auto& o : (*fn)(leaves, run))
     use.push_back(o.defined() && o.is_floating_point() && o.requires_grad());
   auto f = [&](const Inputs& in) {
-    const Outputs o = (*fn)(in, kFloat64);
+    const Outputs o = (*fn)(in, run);
     std::vector<Tensor> parts;
     for (size_t k = 0; k < o.size() && k < use.size(); ++k)
       if (use[k]) parts.push_back(o[k]);
@@ -726,7 +803,7 @@ TEST_P(ConformanceGradcheck, Float64) {
   EXPECT_TRUE(testing::gradcheck(f, leaves));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, ConformanceGradcheck, ::testing::ValuesIn(differentiable_case_names()),
+INSTANTIATE_TEST_SUITE_P(Ops, ConformanceGradcheck, on_every_device(differentiable_case_names()),
                          param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConformanceGradcheck);
 
@@ -752,20 +829,21 @@ struct RandomCase {
 
 const std::vector<RandomCase>& random_cases() {
   static const std::vector<RandomCase> table = {
-      {"randn", {}, [](const Inputs&, DType dt) -> Outputs { return {randn({3, 4}, dt)}; }},
-      {"rand", {}, [](const Inputs&, DType dt) -> Outputs { return {rand({2, 5}, dt)}; }},
-      {"randint", {}, [](const Inputs&, DType) -> Outputs { return {randint(-3, 7, {10})}; }},
+      {"randn", {}, [](const Inputs&, const CaseRun& r) -> Outputs { return {randn({3, 4}, options(r))}; }},
+      {"rand", {}, [](const Inputs&, const CaseRun& r) -> Outputs { return {rand({2, 5}, options(r))}; }},
+      {"randint", {},
+       [](const Inputs&, const CaseRun& r) -> Outputs { return {randint(-3, 7, {10}, TensorOptions(r.device))}; }},
       {"randn_like", {float_input({3, 4}, 0.5)},
-       [](const Inputs& x, DType) -> Outputs { return {randn_like(x[0])}; }},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {randn_like(x[0])}; }},
       {"rand_like", {float_input({3, 4}, 0.6)},
-       [](const Inputs& x, DType) -> Outputs { return {rand_like(x[0])}; }},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {rand_like(x[0])}; }},
       {"randn_in_graph", {float_input({3, 4}, 0.7)},
-       [](const Inputs& x, DType dt) -> Outputs { return {mul(x[0], randn({3, 4}, dt))}; }},
+       [](const Inputs& x, const CaseRun& r) -> Outputs { return {mul(x[0], randn({3, 4}, options(r)))}; }},
       {"dropout_train", {float_input({4, 6}, 0.8)},
-       [](const Inputs& x, DType) -> Outputs { return {dropout(x[0], 0.3, true)}; }},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {dropout(x[0], 0.3, true)}; }},
       {"sdpa_dropout",
        {float_input({2, 3, 4}, 0.9), float_input({2, 3, 4}, 1.0), float_input({2, 3, 5}, 1.1)},
-       [](const Inputs& x, DType) -> Outputs {
+       [](const Inputs& x, const CaseRun&) -> Outputs {
          return {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.25, true)};
        }},
   };
@@ -778,23 +856,89 @@ std::vector<std::string> random_case_names() {
   return names;
 }
 
-class ConformanceRandom : public ::testing::TestWithParam<std::string> {};
+class ConformanceRandom : public Conformance {};
 
 TEST_P(ConformanceRandom, BudgetBitwise) {
   const auto& cs = random_cases();
-  const auto it = std::find_if(cs.begin(), cs.end(), [&](const RandomCase& c) { return c.name == GetParam(); });
+  const auto it =
+      std::find_if(cs.begin(), cs.end(), [&](const RandomCase& c) { return c.name == case_name(); });
   ASSERT_NE(it, cs.end());
   GoldenCase gc;
   gc.inputs = it->inputs;
   const RngState saved = get_rng_state();
-  check_budget_bitwise([&](const std::function<void()>& after_forward) {
+  check_budget_bitwise(device(), [&](const std::function<void()>& after_forward) {
     manual_seed(1234);
-    return run_case(it->fn, gc, kFloat32, /*evictable_inputs=*/true, after_forward);
+    return run_case(it->fn, gc, CaseRun{kFloat32, device()}, /*evictable_inputs=*/true, after_forward);
   });
   set_rng_state(saved);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, ConformanceRandom, ::testing::ValuesIn(random_case_names()), param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, ConformanceRandom, on_every_device(random_case_names()), param_name);
+
+// ---------------------------------------------------------------------------- completeness
+// The registry against the kernels and the cases: every primitive row that
+// is not a view has a CPU kernel and is reached by some case of the tables
+// above (its forward or its backward, on the CPU), and no composite row has
+// a kernel. Rows that tests define for themselves are named "test_...".
+
+std::set<std::string>& reached_rows() {
+  static std::set<std::string> rows;
+  return rows;
+}
+
+/// The rows dispatch runs for every case of both tables, forward and backward.
+std::set<std::string> rows_reached_by_cases() {
+  reached_rows().clear();
+  struct ObserverOff {
+    ~ObserverOff() { OpRegistry::set_dispatch_observer(nullptr); }
+  } off;
+  OpRegistry::set_dispatch_observer([](const OpDef& op) { reached_rows().insert(op.name); });
+  for (const Device device : conformance_devices()) {
+    const CaseRun run{kFloat64, device};
+    for (const auto& [name, fn] : cases()) {
+      if (const GoldenCase* gc = golden(name)) (void)run_case(fn, *gc, run);
+    }
+    for (const RandomCase& c : random_cases()) {
+      GoldenCase gc;
+      gc.inputs = c.inputs;
+      (void)run_case(c.fn, gc, run);
+    }
+  }
+  return reached_rows();
+}
+
+TEST(OpRegistryCompleteness, EveryPrimitiveRowHasACpuKernelAndAConformanceCase) {
+  ASSERT_TRUE(fixture().error.empty()) << fixture().error;
+  ASSERT_TRUE(OpRegistry::check_attrs_enabled()) << "the observer sees rows only while checking";
+  const std::set<std::string> reached = rows_reached_by_cases();
+  size_t primitive = 0;
+  for (const auto& row : OpRegistry::instance().ops()) {
+    const OpDef& d = *row;
+    if (d.name.starts_with("test_")) continue;
+    const bool has_cpu_kernel = d.kernels[size_t(kCPU)] != nullptr;
+    if (d.kind == OpKind::kComposite) {
+      for (size_t t = 0; t < d.kernels.size(); ++t)
+        EXPECT_EQ(d.kernels[t], nullptr) << d.name << ": a composite row has a kernel";
+      continue;
+    }
+    if (d.flags.view) {
+      EXPECT_FALSE(has_cpu_kernel) << d.name << ": a view row has a kernel dispatch never calls";
+      continue;
+    }
+    if (d.flags.cross_device) {  // the backends' copies (Note [cross-device copies])
+      EXPECT_FALSE(has_cpu_kernel) << d.name << ": a cross-device row has a kernel dispatch never calls";
+      EXPECT_TRUE(reached.contains(d.name)) << d.name << ": no case on a second device reaches it";
+      continue;
+    }
+    ++primitive;
+    EXPECT_TRUE(has_cpu_kernel) << d.name << ": a primitive row without a CPU kernel";
+    EXPECT_TRUE(reached.contains(d.name))
+        << d.name << ": no conformance case reaches this row; add one to cases() (and gen_golden.py)";
+  }
+  EXPECT_GT(primitive, 100u);
+  for (const std::string& name : reached)
+    EXPECT_NE(OpRegistry::instance().find(name), nullptr) << name;
+}
 
 }  // namespace
 }  // namespace dtr

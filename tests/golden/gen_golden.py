@@ -426,6 +426,26 @@ def add_cases():
     case("layer_norm_long", [f(L, 36.9, scale=2.0, shift=0.5), f([131], 37.0, shift=1.0), f([131], 37.1)],
          lambda x, w, b: F.layer_norm(x, [131], w, b))
 
+    # ---- in-place forms (on a clone, so the leaf keeps its gradient) and copies
+    case("neg_", [f(S, 38.0)], lambda x: x.clone().neg_())
+    case("exp_", [f(S, 38.1)], lambda x: x.clone().exp_())
+    case("sqrt_", [pos(S, 38.2)], lambda x: x.clone().sqrt_())
+    case("tanh_", [f(S, 38.3, scale=2.0)], lambda x: x.clone().tanh_())
+    case("sigmoid_", [f(S, 38.4, scale=2.0)], lambda x: x.clone().sigmoid_())
+    case("relu_", [f(S, 38.5)], lambda x: x.clone().relu_())
+    case("clamp_", [f(S, 38.6)], lambda x: x.clone().clamp_(-0.5, 0.5))
+    case("add_", [f(S, 38.7), f(S, 38.8)], lambda a, b: a.clone().add_(b, alpha=2))
+    case("sub_", [f(S, 38.9), f([4], 39.0)], lambda a, b: a.clone().sub_(b, alpha=0.5))
+    case("mul_", [f(S, 39.1), f(S, 39.2)], lambda a, b: a.clone().mul_(b))
+    case("div_", [f(S, 39.3), pos([4], 39.4)], lambda a, b: a.clone().div_(b))
+    case("add_scalar_", [f(S, 39.5)], lambda x: x.clone().add_(1.5))
+    case("mul_scalar_", [f(S, 39.6)], lambda x: x.clone().mul_(-2.0))
+    case("div_scalar_", [f(S, 39.7)], lambda x: x.clone().div_(4.0))
+    case("masked_fill_", [f(S, 39.8), mask([4], [1, 0, 0, 1])], lambda x, m: x.clone().masked_fill_(m, -1.0))
+    case("copy_", [f(S, 39.9)], lambda x: torch.zeros(3, 4, dtype=DT).copy_(x))
+    case("fill_", [f(S, 40.0)], lambda x: x.clone().fill_(2.5))
+    case("to_int64", [f(S, 40.1, scale=3.0, grad=False)], lambda x: x.to(torch.int64))
+
 
 # ----------------------------------------------------------------------------- writing
 

@@ -59,7 +59,7 @@ inline ::testing::AssertionResult bitwise_equal(const Tensor& a, const Tensor& b
 /// Finite-difference gradient check (torch.autograd.gradcheck in spirit):
 /// `fn` maps float64 inputs to one output; the analytical gradient of
 /// sum(out * w) for a fixed random w is compared with central differences.
-/// Inputs not requiring grad are left alone.
+/// Inputs not requiring grad are left alone. Runs on the inputs' devices.
 inline ::testing::AssertionResult gradcheck(
     const std::function<Tensor(const std::vector<Tensor>&)>& fn, std::vector<Tensor> inputs,
     double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3) {
@@ -72,7 +72,7 @@ inline ::testing::AssertionResult gradcheck(
   // Fixed weights so every output element matters.
   std::vector<double> w(size_t(out.numel()));
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5 + 0.37 * double((i * 7919) % 13) / 13.0;
-  Tensor wt = from_vector(w, out.shape());
+  Tensor wt = from_vector(w, out.shape(), TensorOptions(kFloat64).device(out.device()));
   auto objective = [&](const std::vector<Tensor>& in) {
     NoGradGuard ng;
     Tensor o = fn(in);
@@ -96,8 +96,9 @@ inline ::testing::AssertionResult gradcheck(
       std::vector<double> vp = base, vm = base;
       vp[i] += eps;
       vm[i] -= eps;
-      plus[k] = from_vector(vp, inputs[k].shape());
-      minus[k] = from_vector(vm, inputs[k].shape());
+      const TensorOptions on = TensorOptions(kFloat64).device(inputs[k].device());
+      plus[k] = from_vector(vp, inputs[k].shape(), on);
+      minus[k] = from_vector(vm, inputs[k].shape(), on);
       const double numerical = (objective(plus) - objective(minus)) / (2 * eps);
       if (std::abs(numerical - analytical[i]) > atol + rtol * std::abs(numerical)) {
         return ::testing::AssertionFailure()

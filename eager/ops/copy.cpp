@@ -84,7 +84,10 @@ void register_copy_ops() {
   // and on every replay, so a copy evicted on one device is rebuilt from the
   // other. Its input is contiguous (dispatch makes it so); the output counts
   // against the output device's budget.
-  OpDef to_device{.name = "to_device", .infer = infer_to_device, .backward = to_device_backward};
+  OpDef to_device{.name = "to_device",
+                  .params = {param::i("device_type"), param::i("device_index")},
+                  .infer = infer_to_device,
+                  .backward = to_device_backward};
   to_device.flags.cross_device = true;
   to_device.save = kSaveNone;
   R.define(std::move(to_device));

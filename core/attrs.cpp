@@ -4,11 +4,16 @@
 
 namespace dtr {
 
+void AttrKey::too_long(std::string_view name) {
+  throw ValueError(fmt::format("attribute name '{}' is {} bytes long; names are at most {} bytes",
+                               name, name.size(), kMaxSize));
+}
+
 std::string Attrs::str() const {
   std::string out;
   for (const auto& [k, v] : items_) {
     if (!out.empty()) out += ", ";
-    out += k;
+    out += k.view();
     out += '=';
     std::visit(
         [&](const auto& x) {

@@ -1,8 +1,10 @@
 // Op attributes: a small named list of values, recorded in lineage and
-// replayed verbatim (Note [replay equals original]). Keys are owned copies,
-// so attributes built from run-time strings (bindings) stay valid; every key
-// an op declares fits std::string's inline buffer (tests/core/
-// op_registry_test.cpp checks), so building them allocates nothing.
+// replayed verbatim (Note [replay equals original]). Keys are owned copies
+// held inline (AttrKey), so attributes built from run-time strings
+// (bindings) stay valid, and building, copying or moving them on the op
+// path allocates nothing and copies a few words (a std::string key cost a
+// tiny op ~300 instructions more than a string_view did; AttrKey keeps it
+// to what a string_view cost).
 #pragma once
 
 #include <cstdint>
@@ -22,11 +24,37 @@ namespace dtr {
 
 using AttrValue = std::variant<int64_t, double, bool, Shape, DType>;
 
+/// An attribute name: an owned copy of at most kMaxSize bytes, stored inline
+/// (trivially copyable). Building one from a longer name throws ValueError
+/// naming it: no op declares a parameter name that long.
+class AttrKey {
+ public:
+  static constexpr size_t kMaxSize = 31;
+  AttrKey() = default;
+  AttrKey(std::string_view name) {  // NOLINT: implicit, like the string_view it copies
+    if (name.size() > kMaxSize) [[unlikely]] too_long(name);
+    size_ = uint8_t(name.size());
+    for (size_t i = 0; i < name.size(); ++i) data_[i] = name[i];
+  }
+  std::string_view view() const { return {data_, size_}; }
+  operator std::string_view() const { return view(); }  // NOLINT
+  size_t size() const { return size_; }
+  friend bool operator==(const AttrKey& a, const AttrKey& b) { return a.view() == b.view(); }
+  friend bool operator==(const AttrKey& a, std::string_view b) { return a.view() == b; }
+  friend bool operator==(const AttrKey& a, const std::string& b) { return a.view() == b; }
+  friend bool operator==(const AttrKey& a, const char* b) { return a.view() == b; }
+
+ private:
+  [[noreturn]] static void too_long(std::string_view name);
+  char data_[kMaxSize] = {};
+  uint8_t size_ = 0;
+};
+
 class Attrs {
  public:
   Attrs() = default;
   Attrs(std::initializer_list<std::pair<std::string_view, AttrValue>> init) {
-    for (const auto& [k, v] : init) items_.emplace_back(std::string(k), v);
+    for (const auto& [k, v] : init) items_.emplace_back(AttrKey(k), v);
   }
   /// Adds or replaces `key` (copied).
   Attrs& set(std::string_view key, AttrValue v) {
@@ -35,7 +63,7 @@ class Attrs {
         val = std::move(v);
         return *this;
       }
-    items_.emplace_back(std::string(key), std::move(v));
+    items_.emplace_back(AttrKey(key), std::move(v));
     return *this;
   }
   bool has(std::string_view key) const { return find(key) != nullptr; }
@@ -72,7 +100,15 @@ class Attrs {
     DTR_INTERNAL_ASSERT(std::holds_alternative<T>(*v), "attribute '{}' has another type", key);
     return std::get<T>(*v);
   }
-  absl::InlinedVector<std::pair<std::string, AttrValue>, 4> items_;
+  absl::InlinedVector<std::pair<AttrKey, AttrValue>, 4> items_;
 };
 
 }  // namespace dtr
+
+template <>
+struct fmt::formatter<dtr::AttrKey> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const dtr::AttrKey& k, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(k.view(), ctx);
+  }
+};

@@ -61,9 +61,10 @@ std::string_view CurrentOpScope::current() { return t_current_op; }
 
 // ---- per-storage state --------------------------------------------------------
 
-StorageState& state(Storage& s) {
-  if (s.hook() == nullptr) s.set_hook(new StorageState);  // deletes itself with the storage
-  return *static_cast<StorageState*>(s.hook());
+StorageState& add_state(Storage& s) {
+  auto* st = new StorageState;  // deletes itself with the storage
+  s.set_hook(st);
+  return *st;
 }
 
 namespace {

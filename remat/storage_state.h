@@ -54,8 +54,13 @@ struct StorageState final : StorageHook {
   void on_storage_destroyed(Storage& s) override;  // remat/runtime.cpp
 };
 
+/// Gives `s` a state of its own (remat/runtime.cpp); state() calls it once.
+StorageState& add_state(Storage& s);
 /// The runtime's state of `s`, made on first use.
-StorageState& state(Storage& s);
+inline StorageState& state(Storage& s) {
+  StorageHook* h = s.hook();
+  return h != nullptr ? *static_cast<StorageState*>(h) : add_state(s);
+}
 /// The state of `s`, or null when no runtime has seen it.
 inline const StorageState* find_state(const Storage& s) {
   return static_cast<const StorageState*>(s.hook());

@@ -161,31 +161,33 @@ TEST(Attrs, KeysBuiltFromRunTimeStringsOutliveThem) {
   {
     std::string dim = "di";
     dim += 'm';
-    std::string long_key(40, 'k');  // beyond any inline buffer
+    std::string long_key(AttrKey::kMaxSize, 'k');  // the longest name
     a.set(dim, int64_t{3});
     a.set(long_key, 2.5);
     dim.assign("xyz");
-    long_key.assign(40, 'z');
+    long_key.assign(AttrKey::kMaxSize, 'z');
   }
   std::vector<std::string> clobber(8, std::string(40, 'q'));  // reuse the freed memory
   EXPECT_EQ(a.i("dim"), 3);
-  EXPECT_EQ(a.f(std::string(40, 'k')), 2.5);
+  const std::string k(AttrKey::kMaxSize, 'k');
+  EXPECT_EQ(a.f(k), 2.5);
   ASSERT_EQ(a.items().size(), 2u);
-  EXPECT_EQ(a.items()[1].first, std::string(40, 'k'));
-  EXPECT_EQ(a.str(), "dim=3, " + std::string(40, 'k') + "=2.5");
+  EXPECT_EQ(a.items()[1].first, k);
+  EXPECT_EQ(a.str(), "dim=3, " + k + "=2.5");
+  // A longer name is refused, naming it; nothing is added.
+  EXPECT_THROW(a.set(std::string(AttrKey::kMaxSize + 1, 'n'), 1.0), ValueError);
+  EXPECT_EQ(a.items().size(), 2u);
   const Attrs copy = a;
   a.set("dim", int64_t{4});
   EXPECT_EQ(copy.i("dim"), 3);
 }
 
-// Every declared key fits std::string's inline buffer: op attributes
-// allocate nothing for their keys.
-TEST(OpRegistry, EveryDeclaredKeyFitsTheSmallStringBuffer) {
+// Every declared key fits an AttrKey (its names are held inline).
+TEST(OpRegistry, EveryDeclaredKeyFitsAnAttrKey) {
   ensure_ops_registered();
-  const size_t inline_capacity = std::string().capacity();
   for (const auto& d : OpRegistry::instance().ops()) {
     for (const ParamSpec& p : d->params) {
-      EXPECT_LE(p.name.size(), inline_capacity) << d->name << "." << p.name;
+      EXPECT_LE(p.name.size(), AttrKey::kMaxSize) << d->name << "." << p.name;
       if (p.default_value.has_value()) {
         EXPECT_EQ(param_type_of(*p.default_value), p.type) << d->name << "." << p.name;
       }

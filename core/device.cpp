@@ -43,7 +43,7 @@ Device::Device(std::string_view spec) {
 }
 
 std::string Device::str() const {
-  if (type == DeviceType::kCPU) return "cpu";
+  if (type == DeviceType::kCPU && index == 0) return "cpu";
   return fmt::format("{}:{}", device_type_name(type), index);
 }
 

@@ -142,7 +142,9 @@ const OpDef* OpRegistry::find(std::string_view name) const {
 
 const OpDef& OpRegistry::get(std::string_view name) const {
   const OpDef* op = find(name);
-  DTR_INTERNAL_ASSERT(op != nullptr, "unknown op '{}'", name);
+  DTR_CHECK(op != nullptr, ValueError, "unknown op '{}' ({} ops are registered; dtr::op and "
+            "OpRegistry::get take registry names such as \"add\" or \"matmul\")",
+            name, ops_.size());
   return *op;
 }
 

@@ -219,7 +219,8 @@ class OpRegistry {
   /// Null when unknown. A hash lookup, for start-up and for call sites that
   /// cache the row (`static const OpDef& o = op("add")`), never per call.
   const OpDef* find(std::string_view name) const;
-  /// Throws InternalError when unknown.
+  /// Throws ValueError naming `name` when unknown (a caller's name, e.g. a
+  /// binding's: not an internal error).
   const OpDef& get(std::string_view name) const;
   const std::vector<std::unique_ptr<OpDef>>& ops() const { return ops_; }
 

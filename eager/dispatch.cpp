@@ -39,6 +39,9 @@ void copy_across(const TensorArg& in, Device in_device, const TensorArg& out, De
 KernelFn kernel_for(const OpDef& op, Device device) {
   if (op.flags.cross_device) return nullptr;
   KernelFn k = op.kernels[size_t(device.type)];
+  // A device that does not exist is a DeviceError (checked only here, off
+  // the op path); a device without this op's kernel, NotImplementedError.
+  if (k == nullptr) check_device(device);
   DTR_CHECK(k != nullptr, NotImplementedError, "{}: no kernel for device {}", op.name,
             device.str());
   return k;

@@ -51,6 +51,15 @@ TEST(Backend, MissingDevicesAreTypedErrors) {
       testing::error_message<DeviceError>([] { (void)ones({2}).to(Device(kPrivateUse1, 5)); });
   EXPECT_NE(past.find("privateuseone:5: 2 privateuseone devices present"), std::string::npos) << past;
   EXPECT_THROW(ones({2}, Device(kPrivateUse1, 7)), DeviceError);
+  // A factory on a device type with no backend: DeviceError, not a missing kernel.
+  EXPECT_THROW(ones({2}, Device(kCUDA)), DeviceError);
+  EXPECT_THROW(randn({2}, Device(kCUDA, 1)), DeviceError);
+  // The index a user gave is named, also for the CPU.
+  const std::string cpu3 = testing::error_message<DeviceError>([] { (void)ones({2}, Device(kCPU, 3)); });
+  EXPECT_NE(cpu3.find("cpu:3"), std::string::npos) << cpu3;
+  // A misspelled op name is the caller's error, named.
+  const std::string typo = testing::error_message<ValueError>([] { (void)op("addd"); });
+  EXPECT_NE(typo.find("unknown op 'addd'"), std::string::npos) << typo;
   EXPECT_THROW(remat::set_memory_budget(Device(kCUDA), 1024), DeviceError);
   EXPECT_EQ(default_device(), Device(kCPU));  // no CUDA device here
 }

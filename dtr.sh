@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 JOBS=$(nproc 2>/dev/null || echo 2)
 PACKAGES=(
   cmake g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
-  libopenblas-dev zlib1g-dev python3 fortunes dataset-fashion-mnist
+  libopenblas-dev zlib1g-dev libdlpack-dev python3 fortunes dataset-fashion-mnist
 )
 
 log() { printf '== %s\n' "$*" >&2; }

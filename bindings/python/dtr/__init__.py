@@ -1,0 +1,322 @@
+"""dtr: eager tensors with Dynamic Tensor Rematerialization, with PyTorch's names.
+
+    import dtr
+    x = dtr.randn(2, 3, requires_grad=True)
+    (x * x).sum().backward()
+    dtr.memory.set_budget("64MiB")   # evict and recompute to stay under it
+
+The C++ core is dtr._C (nanobind); Tensor is dtr::Tensor. Errors of the
+library arrive as ValueError, TypeError, IndexError, NotImplementedError,
+dtr.OutOfMemoryError (a MemoryError) and dtr.DeviceError (a RuntimeError).
+"""
+import functools as _functools
+
+import numpy as _np
+
+from . import _C
+from ._C import (DeviceError, OutOfMemoryError, Tensor, device, dtype, abs, add, adaptive_avg_pool2d,
+                 arange as _arange, argmax, cat, chunk, clamp, exp, gather, index_select, log, masked_fill,
+                 matmul, max, maximum, mean, minimum, neg, reciprocal, relu, rsqrt, sigmoid,
+                 softmax, log_softmax, split, sqrt, stack, sub, sum, tanh, tril, triu, var, where,
+                 zeros_like, ones_like, empty_like, rand_like, randn_like, full_like,
+                 manual_seed, get_rng_state, set_rng_state, set_num_threads, get_num_threads,
+                 is_grad_enabled, set_grad_enabled as _set_grad_enabled, to_dlpack as _to_dlpack)
+
+__all__ = ["Tensor", "dtype", "device", "tensor", "from_numpy", "from_dlpack", "no_grad",
+           "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory"]
+
+float32 = float = dtype.float32
+float64 = double = dtype.float64
+float16 = half = dtype.float16
+bfloat16 = dtype.bfloat16
+int64 = long = dtype.int64
+int32 = int = dtype.int32
+bool = dtype.bool
+uint8 = dtype.uint8
+
+_builtin_bool = type(True)
+_builtin_int = type(1)
+_builtin_float = type(1.0)
+
+
+def _size(size):
+    """PyTorch's `*size`: zeros(2, 3), zeros((2, 3)) and zeros([2, 3])."""
+    if len(size) == 1 and not isinstance(size[0], _builtin_int):
+        return list(size[0])
+    return list(size)
+
+
+def _factory(fn):
+    @_functools.wraps(fn)
+    def make(*size, dtype=None, device=None, requires_grad=False):
+        return fn(_size(size), dtype, device, requires_grad)
+    return make
+
+
+zeros = _factory(_C.zeros)
+ones = _factory(_C.ones)
+empty = _factory(_C.empty)
+rand = _factory(_C.rand)
+randn = _factory(_C.randn)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """torch.full; the dtype follows fill_value unless given (bool, int64, float32)."""
+    return _C.full(list(size), fill_value, dtype, device, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """torch.arange: [start, end) by step; int64 for integer arguments, else float32."""
+    return _arange(start, end, step, dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, dtype=None, device=None, requires_grad=False):
+    """torch.randint(low=0, high, size): integers uniform in [low, high), int64."""
+    if size is None:
+        low, high, size = 0, low, high
+    return _C.randint(low, high, list(size), dtype, device, requires_grad)
+
+
+_FROM_NUMPY = {_np.dtype(_np.float32): float32, _np.dtype(_np.float64): float64,
+               _np.dtype(_np.float16): float16, _np.dtype(_np.int64): int64,
+               _np.dtype(_np.int32): int32, _np.dtype(_np.bool_): bool, _np.dtype(_np.uint8): uint8}
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
+    """torch.tensor: a new tensor holding a copy of `data` (nested lists of numbers,
+    a numpy array or a Tensor). Python floats give float32, ints int64, bools bool,
+    unless `dtype` is given; a numpy array keeps its dtype."""
+    if isinstance(data, Tensor):
+        out = data.detach().clone()
+        if dtype is not None:
+            out = out.to(dtype)
+        if device is not None:
+            out = out.to(device)
+        return out.requires_grad_(requires_grad) if requires_grad else out
+    is_array = isinstance(data, _np.ndarray)
+    arr = _np.ascontiguousarray(data)
+    if arr.dtype == _np.float64 and not is_array:
+        src = float64
+        default = float32
+    elif arr.dtype.kind in "iu" and arr.dtype != _np.uint8 and not is_array:
+        arr = arr.astype(_np.int64)
+        src = default = int64
+    else:
+        if arr.dtype not in _FROM_NUMPY:
+            raise TypeError(f"tensor: can't convert data of numpy dtype {arr.dtype}; supported: "
+                            "float64, float32, float16, int64, int32, uint8 and bool")
+        src = default = _FROM_NUMPY[arr.dtype]
+    if arr.dtype == _np.bool_:
+        arr = arr.view(_np.uint8)
+    return _C._from_array(arr, src, dtype if dtype is not None else default, device, requires_grad)
+
+
+def from_numpy(array):
+    """torch.from_numpy: a tensor sharing `array`'s memory (writes show in both);
+    the array is kept alive while the tensor lives."""
+    if not isinstance(array, _np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    if array.dtype == _np.bool_:
+        return _C.from_numpy(array.view(_np.uint8), array)._to_dtype(bool)
+    return _C.from_numpy(array, array)
+
+
+def from_dlpack(ext_tensor):
+    """torch.from_dlpack / torch.utils.dlpack.from_dlpack: a tensor sharing the memory of
+    `ext_tensor` (an object with __dlpack__, such as a torch.Tensor or a numpy array,
+    or a DLPack capsule). The producer's deleter runs once, when the last dtr tensor
+    on that memory goes away."""
+    return _C.from_dlpack(ext_tensor)
+
+
+def to_dlpack(tensor):
+    """torch.utils.dlpack.to_dlpack: a DLPack capsule sharing `tensor`'s memory."""
+    return _to_dlpack(tensor)
+
+
+# ---- grad mode and autocast ---------------------------------------------------------
+
+class _GradMode:
+    """Base of no_grad / enable_grad: a context manager and a decorator."""
+    _mode = True
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        _set_grad_enabled(self._mode)
+        return self
+
+    def __exit__(self, *exc):
+        _set_grad_enabled(self._prev)
+        return False
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+        return wrapped
+
+
+class no_grad(_GradMode):
+    """torch.no_grad: ops in the block record no autograd graph (thread-local)."""
+    _mode = False
+
+
+class enable_grad(_GradMode):
+    """torch.enable_grad: ops in the block record the graph again."""
+    _mode = True
+
+
+class set_grad_enabled(_GradMode):
+    """torch.set_grad_enabled(mode): sets grad mode now; restores it on exiting a block."""
+
+    def __init__(self, mode):
+        self._prev = is_grad_enabled()
+        self._mode = _builtin_bool(mode)
+        _set_grad_enabled(self._mode)
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, fn):
+        mode = self._mode
+        _set_grad_enabled(self._prev)
+
+        @_functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+        return wrapped
+
+
+class autocast:
+    """torch.autocast(device_type, dtype=dtr.bfloat16, enabled=True): ops flagged for low
+    precision (matmul, linear, conv, attention) run in `dtype` (bfloat16 or float16;
+    ValueError otherwise), ops flagged for float32 in float32. A context manager and a
+    decorator; the state is thread-local."""
+
+    def __init__(self, device_type="cpu", dtype=None, enabled=True, cache_enabled=None):
+        self.device_type = device_type
+        self.fast_dtype = bfloat16 if dtype is None else dtype
+        self.enabled = enabled
+
+    def __enter__(self):
+        self._prev = _C._autocast_state()
+        _C._set_autocast_state(self.enabled, self.fast_dtype)
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_autocast_state(*self._prev)
+        return False
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with autocast(self.device_type, self.fast_dtype, self.enabled):
+                return fn(*args, **kwargs)
+        return wrapped
+
+
+# ---- Tensor methods written here (the hot ones are C++) -------------------------------
+
+def _dims(args):
+    if len(args) == 1 and not isinstance(args[0], _builtin_int):
+        return list(args[0])
+    return list(args)
+
+
+def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    """Tensor.to(dtype), .to(device), .to("cpu"), .to(other), .to(device, dtype)."""
+    for a in args:
+        if isinstance(a, _C.dtype):
+            dtype = a
+        elif isinstance(a, (str, _C.device)):
+            device = _C.device(a) if isinstance(a, str) else a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        else:
+            raise TypeError(f"to() received an invalid argument {a!r}")
+    out = self
+    if device is not None:
+        out = out._to_device(_C.device(device) if isinstance(device, str) else device)
+    if dtype is not None and dtype != out.dtype:
+        out = out._to_dtype(dtype)
+    if copy and out is self:
+        out = self.clone()
+    return out
+
+
+def _sum(self, dim=None, keepdim=False, *, dtype=None):
+    x = self if dtype is None else self.to(dtype)
+    return _C.sum(x, dim, keepdim)
+
+
+def _mean(self, dim=None, keepdim=False, *, dtype=None):
+    x = self if dtype is None else self.to(dtype)
+    return _C.mean(x, dim, keepdim)
+
+
+def _binary_method(name):
+    op = getattr(_C, name)
+    def method(self, other, *, alpha=1):
+        if not isinstance(other, Tensor):
+            other = full((), other, device=self.device)
+        return op(self, other, alpha)
+    method.__name__ = name
+    return method
+
+
+_methods = {
+    "to": _to,
+    "sum": _sum,
+    "mean": _mean,
+    "var": lambda self, dim=None, correction=1, keepdim=False, *, unbiased=None:
+        _C.var(self, dim, correction if unbiased is None else _builtin_int(unbiased), keepdim),
+    "max": lambda self, dim=None, keepdim=False: _C.max(self, dim, keepdim),
+    "argmax": lambda self, dim=None, keepdim=False: _C.argmax(self, dim, keepdim),
+    "softmax": lambda self, dim: _C.softmax(self, dim),
+    "log_softmax": lambda self, dim: _C.log_softmax(self, dim),
+    "view": lambda self, *shape: self._view(_dims(shape)),
+    "reshape": lambda self, *shape: self._reshape(_dims(shape)),
+    "permute": lambda self, *dims: self._permute(_dims(dims)),
+    "expand": lambda self, *sizes: self._expand(_dims(sizes)),
+    "split": lambda self, split_size, dim=0: _C.split(self, split_size, dim),
+    "chunk": lambda self, chunks, dim=0: _C.chunk(self, chunks, dim),
+    "matmul": lambda self, other: _C.matmul(self, other),
+    "add": _binary_method("add"),
+    "sub": _binary_method("sub"),
+    "mul": lambda self, other: self * other,
+    "div": lambda self, other: self / other,
+    "pow": lambda self, exponent: self ** exponent,
+    "maximum": lambda self, other: _C.maximum(self, other),
+    "minimum": lambda self, other: _C.minimum(self, other),
+    "masked_fill": lambda self, mask, value: _C.masked_fill(self, mask, value),
+    "clamp": lambda self, min=None, max=None: _C.clamp(self, min, max),
+    "index_select": lambda self, dim, index: _C.index_select(self, dim, index),
+    "gather": lambda self, dim, index: _C.gather(self, dim, index),
+    "tril": lambda self, diagonal=0: _C.tril(self, diagonal),
+    "triu": lambda self, diagonal=0: _C.triu(self, diagonal),
+    "float": lambda self: self.to(float32),
+    "double": lambda self: self.to(float64),
+    "half": lambda self: self.to(float16),
+    "bfloat16": lambda self: self.to(bfloat16),
+    "long": lambda self: self.to(int64),
+    "int": lambda self: self.to(int32),
+    "bool": lambda self: self.to(bool),
+    "type_as": lambda self, other: self.to(other.dtype),
+    "new_zeros": lambda self, *size, dtype=None, device=None: zeros(
+        *size, dtype=dtype or self.dtype, device=device or self.device),
+    "new_ones": lambda self, *size, dtype=None, device=None: ones(
+        *size, dtype=dtype or self.dtype, device=device or self.device),
+    "__array__": lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype),
+}
+for _name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "reciprocal"):
+    _methods[_name] = getattr(_C, _name)
+for _name, _fn in _methods.items():
+    if _name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "reciprocal"):
+        _fn = (lambda op: lambda self: op(self))(_fn)
+        _fn.__name__ = _name
+    setattr(Tensor, _name, _fn)
+del _name, _fn
+
+from . import memory, nn, optim  # noqa: E402  (they use the names above)

@@ -1,0 +1,605 @@
+// dtr._C: the nanobind extension under the Python package `dtr`
+// (bindings/python/dtr). It binds dtr::Tensor with PyTorch's method names and
+// the hot operators; argument conveniences (`*size`, dtype=, device=) and the
+// nn / optim / autocast layers are Python, in the package.
+//
+// The GIL: ops whose cost grows with their inputs (matmul, conv, attention,
+// backward, optimizer steps, and every elementwise op on more than
+// kReleaseGilElements elements) run without it; tiny ops keep it, because
+// releasing and re-taking it costs about as much as the op itself.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <dtr/dtr.h>
+
+#include "bindings.h"
+#include "eager/dlpack.h"
+
+namespace nb = nanobind;
+using dtr::Tensor;
+
+namespace dtr::python {
+
+Scalar to_scalar(nb::handle h) {
+  PyObject* o = h.ptr();
+  if (PyBool_Check(o)) return Scalar(o == Py_True);
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    DTR_CHECK(overflow == 0, ValueError, "value cannot be converted to int64 without overflow");
+    return Scalar(int64_t(v));
+  }
+  if (PyFloat_Check(o)) return Scalar(PyFloat_AS_DOUBLE(o));
+  if (nb::isinstance<Tensor>(h)) return scalar_of(nb::cast<const Tensor&>(h));
+  throw TypeError(fmt::format("expected a number or a one-element Tensor, got {}",
+                              nb::type_name(h.type()).c_str()));
+}
+
+Scalar scalar_of(const Tensor& t) {
+  if (t.dtype() == kBool) return Scalar(t.item<bool>());
+  if (is_floating(t.dtype())) return Scalar(t.item<double>());
+  return Scalar(t.item<int64_t>());
+}
+
+bool is_tensor(nb::handle h) { return nb::isinstance<Tensor>(h); }
+
+namespace {
+
+/// A binary op whose right operand is a Tensor or a Python number.
+template <typename TT, typename TS>
+nb::object binary(const Tensor& a, nb::handle b, TT tensor_op, TS scalar_op) {
+  if (is_tensor(b)) {
+    const Tensor& bt = nb::cast<const Tensor&>(b);
+    return nb::cast(release_if_large(a.numel() + bt.numel(), [&] { return tensor_op(a, bt); }));
+  }
+  PyObject* o = b.ptr();
+  if (!PyLong_Check(o) && !PyFloat_Check(o)) return nb::borrow(Py_NotImplemented);
+  const Scalar s = to_scalar(b);
+  return nb::cast(release_if_large(a.numel(), [&] { return scalar_op(a, s); }));
+}
+
+template <typename F>
+nb::object inplace(nb::handle self_h, nb::handle b, F op) {
+  Tensor& self = nb::cast<Tensor&>(self_h);
+  if (is_tensor(b)) {
+    op(self, nb::cast<const Tensor&>(b));
+  } else {
+    PyObject* o = b.ptr();
+    if (!PyLong_Check(o) && !PyFloat_Check(o)) return nb::borrow(Py_NotImplemented);
+    op(self, full({}, to_scalar(b), TensorOptions(self.dtype()).device(self.device())));
+  }
+  return nb::borrow(self_h);
+}
+
+/// x += b, x -= b, x.add_(b, alpha=a), x.sub_(b, alpha=a).
+template <bool kSub>
+nb::object inplace_add(nb::handle self_h, nb::handle b, nb::handle alpha) {
+  const Scalar a = to_scalar(alpha);
+  return inplace(self_h, b, [&](Tensor& x, const Tensor& y) {
+    if constexpr (kSub) x.sub_(y, a);
+    else x.add_(y, a);
+  });
+}
+nb::object inplace_mul(nb::handle self_h, nb::handle b) {
+  return inplace(self_h, b, [](Tensor& x, const Tensor& y) { x.mul_(y); });
+}
+nb::object inplace_div(nb::handle self_h, nb::handle b) {
+  return inplace(self_h, b, [](Tensor& x, const Tensor& y) { x.div_(y); });
+}
+
+// ---- numpy / DLPack -------------------------------------------------------------
+
+nb::dlpack::dtype np_dtype(DType t) {
+  switch (t) {
+    case kFloat32: return nb::dtype<float>();
+    case kFloat64: return nb::dtype<double>();
+    case kFloat16: return {uint8_t(nb::dlpack::dtype_code::Float), 16, 1};
+    case kInt64: return nb::dtype<int64_t>();
+    case kInt32: return nb::dtype<int32_t>();
+    case kBool: return nb::dtype<bool>();
+    case kUInt8: return nb::dtype<uint8_t>();
+    default:
+      throw TypeError(fmt::format("numpy: Got unsupported ScalarType {}", dtype_name(t)));
+  }
+}
+
+/// Tensor.numpy(): an ndarray sharing the tensor's bytes. Writing through the
+/// array is a mutation of the tensor (Tensor::data_ptr: the storage becomes
+/// a borrowed constant, never evicted), as in PyTorch where the two share memory.
+nb::object to_numpy(const Tensor& t) {
+  DTR_CHECK(t.device().is_cpu(), TypeError,
+            "can't convert {} device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+            "to host memory first.",
+            t.device().str());
+  if (t.requires_grad()) {
+    throw DeviceError(
+        "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
+  }
+  const nb::dlpack::dtype dt = np_dtype(t.dtype());
+  void* data = t.numel() > 0 ? t.raw_data_ptr() : nullptr;
+  std::vector<size_t> shape(t.shape().begin(), t.shape().end());
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  auto* owner = new Tensor(t);
+  nb::capsule keep(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  nb::ndarray<nb::numpy> arr(data, shape.size(), shape.data(), keep, strides.data(), dt);
+  return arr.cast();
+}
+
+DType dtype_from_dl(const nb::dlpack::dtype& d) {
+  using C = nb::dlpack::dtype_code;
+  if (d.lanes == 1) {
+    if (d.code == uint8_t(C::Float) && d.bits == 32) return kFloat32;
+    if (d.code == uint8_t(C::Float) && d.bits == 64) return kFloat64;
+    if (d.code == uint8_t(C::Float) && d.bits == 16) return kFloat16;
+    if (d.code == uint8_t(C::Bfloat) && d.bits == 16) return kBFloat16;
+    if (d.code == uint8_t(C::Int) && d.bits == 64) return kInt64;
+    if (d.code == uint8_t(C::Int) && d.bits == 32) return kInt32;
+    if (d.code == uint8_t(C::Bool) && d.bits == 8) return kBool;
+    if (d.code == uint8_t(C::UInt) && d.bits == 8) return kUInt8;
+  }
+  throw TypeError(fmt::format(
+      "from_numpy: can't convert an array of dtype code {} with {} bits; the only supported "
+      "types are: float64, float32, float16, bfloat16, int64, int32, uint8, and bool.",
+      int(d.code), int(d.bits)));
+}
+
+/// The DLManagedTensor of a borrowed ndarray: shape and strides live here, the
+/// array is kept alive by a reference released (under the GIL) by the deleter.
+struct BorrowedArray {
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape, strides;
+  PyObject* array = nullptr;
+};
+
+void release_borrowed(DLManagedTensor* m) {
+  auto* b = static_cast<BorrowedArray*>(m->manager_ctx);
+  if (Py_IsInitialized()) {
+    PyGILState_STATE s = PyGILState_Ensure();
+    Py_XDECREF(b->array);
+    PyGILState_Release(s);
+  }
+  delete b;
+}
+
+/// dtr.from_numpy: a tensor sharing the array's memory (torch.from_numpy).
+Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> arr, nb::handle owner) {
+  (void)dtype_from_dl(arr.dtype());  // TypeError for a dtype dtr lacks
+  auto* b = new BorrowedArray;
+  for (size_t i = 0; i < arr.ndim(); ++i) {
+    b->shape.push_back(int64_t(arr.shape(i)));
+    b->strides.push_back(int64_t(arr.stride(i)));
+  }
+  b->managed.dl_tensor.data = const_cast<void*>(arr.data());
+  b->managed.dl_tensor.device = {kDLCPU, 0};
+  b->managed.dl_tensor.ndim = int32_t(arr.ndim());
+  b->managed.dl_tensor.dtype = {arr.dtype().code, arr.dtype().bits, arr.dtype().lanes};
+  b->managed.dl_tensor.shape = b->shape.data();
+  b->managed.dl_tensor.strides = b->strides.data();
+  b->managed.dl_tensor.byte_offset = 0;
+  b->managed.manager_ctx = b;
+  b->managed.deleter = release_borrowed;
+  b->array = owner.ptr();
+  Py_INCREF(b->array);
+  try {
+    return dtr::from_dlpack(&b->managed);
+  } catch (...) {
+    Py_DECREF(b->array);
+    delete b;
+    throw;
+  }
+}
+
+constexpr const char* kDlTensor = "dltensor";
+constexpr const char* kUsedDlTensor = "used_dltensor";
+
+void dlpack_capsule_destructor(PyObject* capsule) {
+  // A capsule never consumed still owns its tensor (the DLPack protocol).
+  if (PyCapsule_IsValid(capsule, kDlTensor)) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kDlTensor));
+    if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+  } else {
+    PyErr_Clear();
+  }
+}
+
+nb::object to_dlpack_capsule(const Tensor& t) {
+  DLManagedTensor* m = dtr::to_dlpack(t, DLPackAccess::kReadWrite);
+  PyObject* cap = PyCapsule_New(m, kDlTensor, dlpack_capsule_destructor);
+  if (cap == nullptr) {
+    m->deleter(m);
+    throw nb::python_error();
+  }
+  return nb::steal(cap);
+}
+
+/// dtr.from_dlpack: a capsule, or any object with __dlpack__ (a torch Tensor,
+/// a numpy array).
+Tensor from_dlpack_object(nb::handle obj) {
+  nb::object cap;
+  if (PyCapsule_CheckExact(obj.ptr())) {
+    cap = nb::borrow(obj);
+  } else if (nb::hasattr(obj, "__dlpack__")) {
+    cap = obj.attr("__dlpack__")();
+  } else {
+    throw TypeError(fmt::format("from_dlpack: expected a DLPack capsule or an object with "
+                                "__dlpack__, got {}",
+                                nb::type_name(obj.type()).c_str()));
+  }
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), kDlTensor));
+  if (m == nullptr) {
+    PyErr_Clear();
+    throw ValueError("from_dlpack: the capsule was already consumed (its name is not 'dltensor')");
+  }
+  Tensor t = dtr::from_dlpack(m);  // on error the capsule keeps ownership
+  PyCapsule_SetName(cap.ptr(), kUsedDlTensor);
+  return t;
+}
+
+nb::tuple dlpack_device(const Tensor& t) {
+  const Device d = t.device();
+  const int type = d.is_cpu() ? int(kDLCPU) : d.is_cuda() ? int(kDLCUDA) : -1;
+  DTR_CHECK(type >= 0, DeviceError, "__dlpack_device__: device {} has no DLPack mapping", d.str());
+  return nb::make_tuple(type, d.is_cpu() ? 0 : d.index);
+}
+
+// ---- values out -----------------------------------------------------------------------
+
+nb::object item_of(const Tensor& t) {
+  if (t.dtype() == kBool) return nb::bool_(t.item<bool>());
+  if (is_floating(t.dtype())) return nb::float_(t.item<double>());
+  return nb::int_(t.item<int64_t>());
+}
+
+template <typename T, typename Py>
+nb::object nest(const std::vector<T>& v, const Shape& s, size_t dim, size_t& pos) {
+  if (dim == s.size()) return nb::cast(Py(v[pos++]));  // NOLINT
+  nb::list l;
+  for (int64_t i = 0; i < s[dim]; ++i) l.append(nest<T, Py>(v, s, dim + 1, pos));
+  return l;
+}
+
+nb::object tolist(const Tensor& t) {
+  size_t pos = 0;
+  if (t.dtype() == kBool) return nest<bool, bool>(t.to_vector<bool>(), t.shape(), 0, pos);
+  if (is_floating(t.dtype())) return nest<double, double>(t.to_vector<double>(), t.shape(), 0, pos);
+  return nest<int64_t, int64_t>(t.to_vector<int64_t>(), t.shape(), 0, pos);
+}
+
+nb::tuple shape_tuple(const Shape& s) {
+  nb::list l;
+  for (int64_t v : s) l.append(v);
+  return nb::tuple(l);
+}
+
+// ---- indexing --------------------------------------------------------------------------
+
+/// x[idx] for ints, slices, None, Ellipsis, a tuple of those, and an int64
+/// tensor or list (index_select along that dim). Ints and slices give views
+/// sharing storage; a tensor index gives a copy (`*copied` is set then).
+Tensor index(const Tensor& x, nb::handle idx, bool* copied = nullptr) {
+  std::vector<nb::handle> items;
+  if (PyTuple_Check(idx.ptr())) {
+    for (nb::handle h : nb::borrow<nb::tuple>(idx)) items.push_back(h);
+  } else {
+    items.push_back(idx);
+  }
+  int64_t consumed = 0, ellipses = 0;  // dims of x the items address
+  for (nb::handle h : items) {
+    if (h.ptr() == Py_Ellipsis) ++ellipses;
+    else if (!h.is_none()) ++consumed;
+  }
+  DTR_CHECK(ellipses <= 1, IndexError, "an index can only have a single ellipsis ('...')");
+  DTR_CHECK(consumed <= x.dim(), IndexError,
+            "too many indices for tensor of dimension {}", x.dim());
+  Tensor out = x;
+  int64_t dim = 0;
+  for (nb::handle h : items) {
+    PyObject* o = h.ptr();
+    if (PyLong_Check(o)) {
+      const int64_t i = nb::cast<int64_t>(h);
+      const int64_t n = out.size(dim);
+      DTR_CHECK(i >= -n && i < n, IndexError,
+                "index {} is out of bounds for dimension {} with size {}", i, dim, n);
+      out = out.select(dim, i);
+    } else if (PySlice_Check(o)) {
+      Py_ssize_t start = 0, stop = 0, step = 0;
+      if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw nb::python_error();
+      DTR_CHECK(step > 0, ValueError, "step must be greater than zero");
+      PySlice_AdjustIndices(Py_ssize_t(out.size(dim)), &start, &stop, step);
+      out = out.slice(dim, int64_t(start), int64_t(std::max(stop, start)), int64_t(step));
+      ++dim;
+    } else if (h.is_none()) {
+      out = out.unsqueeze(dim);
+      ++dim;
+    } else if (o == Py_Ellipsis) {
+      dim += x.dim() - consumed;
+    } else if (is_tensor(h) || PyList_Check(o)) {
+      const Tensor ix = is_tensor(h) ? nb::cast<const Tensor&>(h)
+                                     : from_vector(nb::cast<std::vector<int64_t>>(h), {}, kInt64);
+      DTR_CHECK(ix.dtype() == kInt64 || ix.dtype() == kInt32, NotImplementedError,
+                "indexing with a {} tensor is not supported (only int64 and int32 indices)",
+                dtype_name(ix.dtype()));
+      const Shape ishape = ix.shape();
+      const Tensor sel = index_select(out, dim, ix.reshape({-1}));
+      Shape s(out.shape().begin(), out.shape().begin() + dim);
+      s.insert(s.end(), ishape.begin(), ishape.end());
+      s.insert(s.end(), out.shape().begin() + dim + 1, out.shape().end());
+      out = sel.reshape(s);
+      dim += int64_t(ishape.size());
+      if (copied != nullptr) *copied = true;
+    } else {
+      throw IndexError(fmt::format(
+          "only integers, slices (`:`), ellipsis (`...`), None and long tensors are valid "
+          "indices (got {})",
+          nb::type_name(h.type()).c_str()));
+    }
+  }
+  return out;
+}
+
+/// x[idx] = value: writes through the view the index names.
+void set_index(Tensor& x, nb::handle idx, nb::handle value) {
+  bool copied = false;
+  Tensor target = index(x, idx, &copied);
+  DTR_CHECK(!copied, NotImplementedError,
+            "assignment through an index tensor is not supported; use ints and slices");
+  if (is_tensor(value)) {
+    target.copy_(nb::cast<const Tensor&>(value));
+  } else {
+    target.fill_(to_scalar(value));
+  }
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m);
+void bind_functions(nb::module_& m);
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<Tensor> cls(m, "Tensor", nb::is_weak_referenceable());
+  cls.def(nb::init<const Tensor&>(), "A handle on the same tensor (shares everything).")
+      .def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def("size",
+           [](const Tensor& t, std::optional<int64_t> d) -> nb::object {
+             if (d) return nb::int_(t.size(*d));
+             return shape_tuple(t.shape());
+           },
+           nb::arg("dim") = nb::none())
+      .def("stride",
+           [](const Tensor& t, std::optional<int64_t> d) -> nb::object {
+             if (d) return nb::int_(t.stride(*d));
+             return shape_tuple(t.strides());
+           },
+           nb::arg("dim") = nb::none())
+      .def("storage_offset", &Tensor::storage_offset)
+      .def_prop_ro("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("nelement", &Tensor::numel)
+      .def("element_size", [](const Tensor& t) { return itemsize(t.dtype()); })
+      .def_prop_ro("nbytes", &Tensor::nbytes)
+      .def_prop_ro("dtype", &Tensor::dtype)
+      .def_prop_ro("device", &Tensor::device)
+      .def_prop_ro("is_cuda", [](const Tensor& t) { return t.device().is_cuda(); })
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("is_floating_point", &Tensor::is_floating_point)
+      .def("__len__",
+           [](const Tensor& t) {
+             DTR_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
+             return t.size(0);
+           })
+      .def("__repr__", &Tensor::str)
+      .def("item", &item_of)
+      .def("tolist", &tolist)
+      .def("numpy", &to_numpy)
+      .def("__bool__",
+           [](const Tensor& t) {
+             DTR_CHECK(t.numel() == 1, DeviceError,
+                       "Boolean value of Tensor with more than one value is ambiguous");
+             return t.item<bool>();
+           })
+      .def("__float__", [](const Tensor& t) { return t.item<double>(); })
+      .def("__int__", [](const Tensor& t) { return t.item<int64_t>(); })
+      .def("__index__",
+           [](const Tensor& t) {
+             DTR_CHECK(is_integral(t.dtype()) && t.numel() == 1, TypeError,
+                       "only integer tensors of a single element can be converted to an index");
+             return t.item<int64_t>();
+           })
+      .def("__hash__", [](nb::handle self) { return nb::hash(nb::int_(intptr_t(self.ptr()))); })
+      .def("__dlpack__", [](const Tensor& t, nb::handle /*stream*/) { return to_dlpack_capsule(t); },
+           nb::arg("stream") = nb::none())
+      .def("__dlpack_device__", &dlpack_device)
+      .def("__getitem__", [](const Tensor& x, nb::handle i) { return index(x, i); })
+      .def("__setitem__", &set_index)
+      // ---- autograd
+      .def_prop_rw("requires_grad", &Tensor::requires_grad,
+                   [](Tensor& t, bool r) { t.requires_grad_(r); })
+      .def("requires_grad_",
+           [](nb::handle self, bool r) {
+             nb::cast<Tensor&>(self).requires_grad_(r);
+             return nb::borrow(self);
+           },
+           nb::arg("requires_grad") = true)
+      .def_prop_rw("grad",
+                   [](const Tensor& t) -> nb::object {
+                     Tensor g = t.grad();
+                     if (!g.defined()) return nb::none();
+                     return nb::cast(g);
+                   },
+                   [](Tensor& t, nb::handle g) {
+                     t.set_grad(g.is_none() ? Tensor() : nb::cast<const Tensor&>(g));
+                   },
+                   nb::arg("grad").none())
+      .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      .def_prop_ro("grad_fn",
+                   [](const Tensor& t) -> nb::object {
+                     std::string n = t.grad_fn_name();
+                     if (n.empty()) return nb::none();
+                     return nb::str(n.c_str());
+                   })
+      .def("retain_grad", &Tensor::retain_grad)
+      .def("backward",
+           [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+             nb::gil_scoped_release release;
+             t.backward(gradient.value_or(Tensor()), retain_graph);
+           },
+           nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = false)
+      .def("detach", &Tensor::detach)
+      .def("detach_",
+           [](nb::handle self) {
+             Tensor& t = nb::cast<Tensor&>(self);
+             t = t.detach();
+             return nb::borrow(self);
+           })
+      // ---- conversions
+      .def("_to_dtype", nb::overload_cast<DType>(&Tensor::to, nb::const_))
+      .def("_to_device", nb::overload_cast<Device>(&Tensor::to, nb::const_))
+      .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
+      .def("cpu", &Tensor::cpu)
+      // ---- arithmetic
+      .def("__add__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::add(x, y); },
+                      [](const Tensor& x, Scalar s) { return dtr::add(x, s); });
+      })
+      .def("__radd__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::add(y, x); },
+                      [](const Tensor& x, Scalar s) { return s + x; });
+      })
+      .def("__sub__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::sub(x, y); },
+                      [](const Tensor& x, Scalar s) { return dtr::sub(x, s); });
+      })
+      .def("__rsub__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::sub(y, x); },
+                      [](const Tensor& x, Scalar s) { return s - x; });
+      })
+      .def("__mul__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::mul(x, y); },
+                      [](const Tensor& x, Scalar s) { return dtr::mul(x, s); });
+      })
+      .def("__rmul__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::mul(y, x); },
+                      [](const Tensor& x, Scalar s) { return s * x; });
+      })
+      .def("__truediv__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::div(x, y); },
+                      [](const Tensor& x, Scalar s) { return dtr::div(x, s); });
+      })
+      .def("__rtruediv__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::div(y, x); },
+                      [](const Tensor& x, Scalar s) { return s / x; });
+      })
+      .def("__pow__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::pow(x, y); },
+                      [](const Tensor& x, Scalar s) { return dtr::pow(x, s); });
+      })
+      .def("__rpow__", [](const Tensor& a, nb::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::pow(y, x); },
+                      [](const Tensor& x, Scalar s) {
+                        return dtr::pow(full({}, s, TensorOptions().device(x.device())), x);
+                      });
+      })
+      .def("__matmul__",
+           [](const Tensor& a, const Tensor& b) {
+             nb::gil_scoped_release release;
+             return dtr::matmul(a, b);
+           })
+      .def("__neg__", [](const Tensor& a) { return dtr::neg(a); })
+      .def("__pos__", [](const Tensor& a) { return a; })
+      .def("__abs__", [](const Tensor& a) { return dtr::abs(a); })
+#define DTR_PY_COMPARE(py, fn)                                                                  \
+  .def(py, [](const Tensor& a, nb::handle b) {                                                \
+    return binary(a, b, [](const Tensor& x, const Tensor& y) { return dtr::fn(x, y); },      \
+                  [](const Tensor& x, Scalar s) { return dtr::fn(x, s); });                 \
+  })
+      DTR_PY_COMPARE("__eq__", eq) DTR_PY_COMPARE("__ne__", ne) DTR_PY_COMPARE("__lt__", lt)
+      DTR_PY_COMPARE("__le__", le) DTR_PY_COMPARE("__gt__", gt) DTR_PY_COMPARE("__ge__", ge)
+      DTR_PY_COMPARE("eq", eq) DTR_PY_COMPARE("ne", ne) DTR_PY_COMPARE("lt", lt)
+      DTR_PY_COMPARE("le", le) DTR_PY_COMPARE("gt", gt) DTR_PY_COMPARE("ge", ge)
+#undef DTR_PY_COMPARE
+      .def("__iadd__", &inplace_add<false>, nb::arg("other"), nb::arg("alpha") = 1)
+      .def("__isub__", &inplace_add<true>, nb::arg("other"), nb::arg("alpha") = 1)
+      .def("__imul__", &inplace_mul)
+      .def("__itruediv__", &inplace_div)
+      .def("add_", &inplace_add<false>, nb::arg("other"), nb::arg("alpha") = 1)
+      .def("sub_", &inplace_add<true>, nb::arg("other"), nb::arg("alpha") = 1)
+      .def("mul_", &inplace_mul)
+      .def("div_", &inplace_div)
+      .def("copy_", [](nb::handle s, const Tensor& src) {
+        nb::cast<Tensor&>(s).copy_(src);
+        return nb::borrow(s);
+      })
+      .def("fill_", [](nb::handle s, nb::handle v) {
+        nb::cast<Tensor&>(s).fill_(to_scalar(v));
+        return nb::borrow(s);
+      })
+      .def("zero_", [](nb::handle s) {
+        nb::cast<Tensor&>(s).zero_();
+        return nb::borrow(s);
+      })
+      .def("clamp_", [](nb::handle s, nb::handle lo, nb::handle hi) {
+        std::optional<Scalar> a, b;
+        if (!lo.is_none()) a = to_scalar(lo);
+        if (!hi.is_none()) b = to_scalar(hi);
+        nb::cast<Tensor&>(s).clamp_(a, b);
+        return nb::borrow(s);
+      }, nb::arg("min") = nb::none(), nb::arg("max") = nb::none())
+      .def("masked_fill_", [](nb::handle s, const Tensor& mask, nb::handle v) {
+        nb::cast<Tensor&>(s).masked_fill_(mask, to_scalar(v));
+        return nb::borrow(s);
+      })
+#define DTR_PY_INPLACE_UNARY(name)                 \
+  .def(#name, [](nb::handle s) {                 \
+    nb::cast<Tensor&>(s).name();                 \
+    return nb::borrow(s);                        \
+  })
+      DTR_PY_INPLACE_UNARY(relu_) DTR_PY_INPLACE_UNARY(neg_) DTR_PY_INPLACE_UNARY(exp_)
+      DTR_PY_INPLACE_UNARY(sqrt_) DTR_PY_INPLACE_UNARY(tanh_) DTR_PY_INPLACE_UNARY(sigmoid_)
+#undef DTR_PY_INPLACE_UNARY
+      // ---- views
+      .def("_view", [](const Tensor& t, const std::vector<int64_t>& s) { return t.view(s); })
+      .def("_reshape", [](const Tensor& t, const std::vector<int64_t>& s) { return t.reshape(s); })
+      .def("_permute", [](const Tensor& t, const std::vector<int64_t>& s) { return t.permute(s); })
+      .def("_expand", [](const Tensor& t, const std::vector<int64_t>& s) { return t.expand(s); })
+      .def("transpose", &Tensor::transpose)
+      .def("t", &Tensor::t)
+      .def_prop_ro("T", [](const Tensor& t) {
+        std::vector<int64_t> d;
+        for (int64_t i = t.dim() - 1; i >= 0; --i) d.push_back(i);
+        return t.permute(d);
+      })
+      .def_prop_ro("mT", [](const Tensor& t) { return t.transpose(-2, -1); })
+      .def("narrow", &Tensor::narrow)
+      .def("select", &Tensor::select)
+      .def("unsqueeze", &Tensor::unsqueeze)
+      .def("squeeze", [](const Tensor& t, std::optional<int64_t> d) {
+        return d ? t.squeeze(*d) : t.squeeze();
+      }, nb::arg("dim") = nb::none())
+      .def("flatten", &Tensor::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1)
+      .def("expand_as", [](const Tensor& t, const Tensor& o) { return t.expand(o.shape()); })
+      .def("view_as", [](const Tensor& t, const Tensor& o) { return t.view(o.shape()); })
+      .def("reshape_as", [](const Tensor& t, const Tensor& o) { return t.reshape(o.shape()); });
+}
+
+}  // namespace dtr::python
+
+NB_MODULE(_C, m) {
+  using namespace dtr::python;
+  m.doc() = "dtr's C++ core (see the package dtr)";
+  bind_errors(m);
+  bind_types(m);
+  bind_tensor(m);
+  bind_functions(m);
+  bind_nn_optim(m);
+  m.def("from_numpy", &from_numpy, nb::arg("array"), nb::arg("owner"));
+  m.def("from_dlpack", &from_dlpack_object, nb::arg("ext_tensor"));
+  m.def("to_dlpack", &to_dlpack_capsule, nb::arg("tensor"));
+}

@@ -2,8 +2,9 @@
 # Developer entry point.
 #   ./dtr.sh setup   install missing system packages (Debian/Ubuntu, apt)
 #   ./dtr.sh build   configure and build Release in build/
-#   ./dtr.sh test    setup, build, run the test suite; then the same suite
-#                    under AddressSanitizer + UBSan in build-asan/
+#   ./dtr.sh test    setup, build, run the test suite and the Python tests
+#                    (pytest); then the C++ suite under AddressSanitizer +
+#                    UBSan in build-asan/
 #   ./dtr.sh run     setup, build, then the main job: train a GPT on real text
 #                    under half its peak memory (examples/train_gpt, ~3 min)
 #   ./dtr.sh bench   setup, build, run every benchmark in build/benchmarks/
@@ -18,7 +19,12 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 PACKAGES=(
   cmake g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev libdlpack-dev python3 fortunes dataset-fashion-mnist
+  python3-dev python3-venv python3-numpy python3-pytest
 )
+# The Python package is built for and tested with Debian's python3 through a
+# venv that sees its packages (numpy, pytest, torch) and adds nanobind.
+VENV=build/venv
+NANOBIND_REQUIREMENT='nanobind>=2.0,<4'
 
 log() { printf '== %s\n' "$*" >&2; }
 
@@ -38,6 +44,20 @@ setup() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
+# The venv of the Python package (build/venv): Debian's python3 with its
+# packages, plus nanobind from PyPI (the one step of setup that needs the network).
+python_env() {
+  if [[ ! -x $VENV/bin/python ]]; then
+    log "creating $VENV (python3 -m venv --system-site-packages)"
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+  fi
+  if ! "$VENV/bin/python" -m nanobind --cmake_dir >/dev/null 2>&1; then
+    log "installing $NANOBIND_REQUIREMENT into $VENV"
+    "$VENV/bin/python" -m pip install --quiet "$NANOBIND_REQUIREMENT" ||
+      log "warning: could not install nanobind; the Python package will not be built"
+  fi
+}
+
 # configure_and_build DIR [cmake args...]
 configure_and_build() {
   local dir=$1
@@ -48,7 +68,22 @@ configure_and_build() {
 
 build() {
   log "build (Release) in build/"
-  configure_and_build build
+  python_env
+  configure_and_build build -DPython_EXECUTABLE="$PWD/$VENV/bin/python"
+}
+
+# The pytest suite (tests/python) against the package built in build/python.
+# A package that was not built, or no tests collected (pytest's exit code 5),
+# fails the run.
+python_tests() {
+  if ! compgen -G "build/python/dtr/_C*.so" >/dev/null; then
+    echo "dtr.sh: the Python package was not built in build/python (see the configure output)" >&2
+    exit 1
+  fi
+  local rc=0
+  PYTHONPATH="$PWD/build/python" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/python || rc=$?
+  if ((rc == 5)); then echo "dtr.sh: pytest collected no tests" >&2; fi
+  if ((rc != 0)); then exit "$rc"; fi
 }
 
 run_tests() {
@@ -57,12 +92,15 @@ run_tests() {
 }
 
 test_all() {
-  setup
+  setup python3-torch
   build
   log "tests (Release)"
   run_tests build
+  log "Python tests (pytest)"
+  python_tests
   log "build with DTR_SANITIZE=ON in build-asan/"
-  configure_and_build build-asan -DDTR_SANITIZE=ON -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF
+  configure_and_build build-asan -DDTR_SANITIZE=ON -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF \
+    -DDTR_BUILD_PYTHON=OFF
   log "tests (AddressSanitizer + UBSan)"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \

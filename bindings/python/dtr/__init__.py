@@ -20,7 +20,8 @@ from ._C import (DeviceError, OutOfMemoryError, Tensor, device, dtype, abs, add,
                  softmax, log_softmax, split, sqrt, stack, sub, sum, tanh, tril, triu, var, where,
                  zeros_like, ones_like, empty_like, rand_like, randn_like, full_like,
                  manual_seed, get_rng_state, set_rng_state, set_num_threads, get_num_threads,
-                 is_grad_enabled, set_grad_enabled as _set_grad_enabled, to_dlpack as _to_dlpack)
+                 is_grad_enabled, set_grad_enabled as _set_grad_enabled, to_dlpack as _to_dlpack,
+                 save_file, load_file)
 
 __all__ = ["Tensor", "dtype", "device", "tensor", "from_numpy", "from_dlpack", "no_grad",
            "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory"]
@@ -46,10 +47,15 @@ def _size(size):
     return list(size)
 
 
+def _dev(d):
+    """A device from a string ("cpu", "cuda:0"), a device, or None."""
+    return device(d) if isinstance(d, str) else d
+
+
 def _factory(fn):
     @_functools.wraps(fn)
     def make(*size, dtype=None, device=None, requires_grad=False):
-        return fn(_size(size), dtype, device, requires_grad)
+        return fn(_size(size), dtype, _dev(device), requires_grad)
     return make
 
 
@@ -62,19 +68,19 @@ randn = _factory(_C.randn)
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """torch.full; the dtype follows fill_value unless given (bool, int64, float32)."""
-    return _C.full(list(size), fill_value, dtype, device, requires_grad)
+    return _C.full(list(size), fill_value, dtype, _dev(device), requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     """torch.arange: [start, end) by step; int64 for integer arguments, else float32."""
-    return _arange(start, end, step, dtype, device, requires_grad)
+    return _arange(start, end, step, dtype, _dev(device), requires_grad)
 
 
 def randint(low, high=None, size=None, *, dtype=None, device=None, requires_grad=False):
     """torch.randint(low=0, high, size): integers uniform in [low, high), int64."""
     if size is None:
         low, high, size = 0, low, high
-    return _C.randint(low, high, list(size), dtype, device, requires_grad)
+    return _C.randint(low, high, list(size), dtype, _dev(device), requires_grad)
 
 
 _FROM_NUMPY = {_np.dtype(_np.float32): float32, _np.dtype(_np.float64): float64,
@@ -94,7 +100,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
             out = out.to(device)
         return out.requires_grad_(requires_grad) if requires_grad else out
     is_array = isinstance(data, _np.ndarray)
-    arr = _np.ascontiguousarray(data)
+    arr = _np.asarray(data, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     if arr.dtype == _np.float64 and not is_array:
         src = float64
         default = float32
@@ -108,7 +114,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         src = default = _FROM_NUMPY[arr.dtype]
     if arr.dtype == _np.bool_:
         arr = arr.view(_np.uint8)
-    return _C._from_array(arr, src, dtype if dtype is not None else default, device, requires_grad)
+    return _C._from_array(arr, src, dtype if dtype is not None else default, _dev(device),
+                          requires_grad)
 
 
 def from_numpy(array):
@@ -238,7 +245,9 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
             raise TypeError(f"to() received an invalid argument {a!r}")
     out = self
     if device is not None:
-        out = out._to_device(_C.device(device) if isinstance(device, str) else device)
+        device = _C.device(device) if isinstance(device, str) else device
+        if device != out.device:
+            out = out._to_device(device)
     if dtype is not None and dtype != out.dtype:
         out = out._to_dtype(dtype)
     if copy and out is self:

@@ -2,6 +2,7 @@
 // autocast, the budget and stats, the generator, nn.init and the optimizers.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -93,6 +94,12 @@ nb::dict state_to_dict(const StateDict& s) {
   return d;
 }
 
+/// An elementwise op, run without the GIL on large inputs (release_if_large).
+template <Tensor (*F)(const Tensor&)>
+Tensor unary(const Tensor& x) {
+  return release_if_large(x.numel(), [&] { return F(x); });
+}
+
 StateDict dict_to_state(const nb::dict& d) {
   StateDict s;
   for (auto [k, v] : d) s.insert(nb::cast<std::string>(k), nb::cast<Tensor>(v));
@@ -171,7 +178,6 @@ void bind_types(nb::module_& m) {
         return false;
       })
       .def("__hash__", [](const Device& d) { return int(d.type) * 1024 + d.index; });
-  nb::implicitly_convertible<std::string_view, Device>();
 }
 
 void bind_functions(nb::module_& m) {
@@ -225,18 +231,18 @@ void bind_functions(nb::module_& m) {
         "array"_a, "src_dtype"_a, "dtype"_a, dev, rg);
 
   // ---- unary
-  m.def("neg", &neg);
-  m.def("abs", &dtr::abs);
-  m.def("exp", &dtr::exp);
-  m.def("log", &dtr::log);
-  m.def("sqrt", &dtr::sqrt);
-  m.def("rsqrt", &rsqrt);
-  m.def("tanh", &dtr::tanh);
-  m.def("sigmoid", &sigmoid);
-  m.def("relu", &relu);
-  m.def("reciprocal", &reciprocal);
-  m.def("silu", &silu);
-  m.def("gelu", [](T x, std::string_view a) { return gelu(x, a); }, "input"_a,
+  m.def("neg", &unary<&neg>);
+  m.def("abs", &unary<&dtr::abs>);
+  m.def("exp", &unary<&dtr::exp>);
+  m.def("log", &unary<&dtr::log>);
+  m.def("sqrt", &unary<&dtr::sqrt>);
+  m.def("rsqrt", &unary<&rsqrt>);
+  m.def("tanh", &unary<&dtr::tanh>);
+  m.def("sigmoid", &unary<&sigmoid>);
+  m.def("relu", &unary<&relu>);
+  m.def("reciprocal", &unary<&reciprocal>);
+  m.def("silu", &unary<&silu>);
+  m.def("gelu", [](T x, std::string_view a) { return release_if_large(x.numel(), [&] { return gelu(x, a); }); }, "input"_a,
         "approximate"_a = "none");
   m.def("clamp", [](T x, nb::handle lo, nb::handle hi) { return clamp(x, opt_scalar(lo), opt_scalar(hi)); },
         "input"_a, "min"_a = nb::none(), "max"_a = nb::none());
@@ -249,9 +255,15 @@ void bind_functions(nb::module_& m) {
         "other"_a, "alpha"_a = 1);
 
   // ---- reductions
-  m.def("sum", [](T x, nb::handle dim, bool keepdim) { return sum(x, dims_of(dim), keepdim); },
+  m.def("sum", [](T x, nb::handle dim, bool keepdim) {
+          const auto d = dims_of(dim);
+          return release_if_large(x.numel(), [&] { return sum(x, d, keepdim); });
+        },
         "input"_a, "dim"_a = nb::none(), "keepdim"_a = false);
-  m.def("mean", [](T x, nb::handle dim, bool keepdim) { return mean(x, dims_of(dim), keepdim); },
+  m.def("mean", [](T x, nb::handle dim, bool keepdim) {
+          const auto d = dims_of(dim);
+          return release_if_large(x.numel(), [&] { return mean(x, d, keepdim); });
+        },
         "input"_a, "dim"_a = nb::none(), "keepdim"_a = false);
   m.def("var", [](T x, nb::handle dim, int64_t correction, bool keepdim) {
           return var(x, dims_of(dim), correction, keepdim);
@@ -274,8 +286,10 @@ void bind_functions(nb::module_& m) {
   m.def("matmul", &matmul, "input"_a, "other"_a, nogil);
   m.def("linear", [=](T x, T w, const OT& b) { return linear(x, w, undef(b)); }, "input"_a,
         "weight"_a, "bias"_a = nb::none(), nogil);
-  m.def("softmax", &softmax, "input"_a, "dim"_a);
-  m.def("log_softmax", &log_softmax, "input"_a, "dim"_a);
+  m.def("softmax", [](T x, int64_t d) { return release_if_large(x.numel(), [&] { return softmax(x, d); }); },
+        "input"_a, "dim"_a);
+  m.def("log_softmax", [](T x, int64_t d) { return release_if_large(x.numel(), [&] { return log_softmax(x, d); }); },
+        "input"_a, "dim"_a);
   m.def("cross_entropy", [](T x, T t, int64_t ig, std::string_view r) { return cross_entropy(x, t, ig, r); },
         "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean", nogil);
   m.def("nll_loss", [](T x, T t, int64_t ig, std::string_view r) { return nll_loss(x, t, ig, r); },
@@ -283,7 +297,8 @@ void bind_functions(nb::module_& m) {
   m.def("mse_loss", [](T x, T t, std::string_view r) { return mse_loss(x, t, r); }, "input"_a,
         "target"_a, "reduction"_a = "mean");
   m.def("layer_norm", [=](T x, nb::handle shape, const OT& w, const OT& b, double eps) {
-          return layer_norm(x, dims_of(shape), undef(w), undef(b), eps);
+          const auto s = dims_of(shape);
+          return release_if_large(x.numel(), [&] { return layer_norm(x, s, undef(w), undef(b), eps); });
         },
         "input"_a, "normalized_shape"_a, "weight"_a = nb::none(), "bias"_a = nb::none(),
         "eps"_a = 1e-5);
@@ -300,7 +315,10 @@ void bind_functions(nb::module_& m) {
   // PyTorch's argument order: F.embedding(input, weight).
   m.def("embedding", [](T indices, T weight) { return embedding(weight, indices); }, "input"_a,
         "weight"_a);
-  m.def("dropout", &dropout, "input"_a, "p"_a = 0.5, "training"_a = true);
+  m.def("dropout", [](T x, double p, bool training) {
+          return release_if_large(x.numel(), [&] { return dropout(x, p, training); });
+        },
+        "input"_a, "p"_a = 0.5, "training"_a = true);
   m.def("conv2d", [=](T x, T w, const OT& b, nb::handle stride, nb::handle padding,
                       nb::handle dilation, int64_t groups) {
           const auto s = pair_of(stride), p = pair_of(padding), d = pair_of(dilation);
@@ -377,6 +395,15 @@ void bind_functions(nb::module_& m) {
   m.def("stats", [](std::optional<Device> d) { return stats_dict(d ? remat::stats(*d) : remat::stats()); },
         "device"_a = nb::none());
   m.def("reset_stats", &remat::reset_stats);
+
+  // ---- safetensors files (eager/serialize.h; safetensors.torch's names)
+  m.def("save_file", [](const nb::dict& tensors, const std::string& path,
+                        const std::map<std::string, std::string>& metadata) {
+          save(path, dict_to_state(tensors), metadata);
+        },
+        "tensors"_a, "filename"_a, "metadata"_a = std::map<std::string, std::string>{});
+  m.def("load_file", [](const std::string& path) { return state_to_dict(load(path)); },
+        "filename"_a);
   m.def("default_device", &default_device);
 }
 

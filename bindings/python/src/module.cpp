@@ -109,10 +109,15 @@ nb::dlpack::dtype np_dtype(DType t) {
   }
 }
 
-/// Tensor.numpy(): an ndarray sharing the tensor's bytes. Writing through the
-/// array is a mutation of the tensor (Tensor::data_ptr: the storage becomes
-/// a borrowed constant, never evicted), as in PyTorch where the two share memory.
-nb::object to_numpy(const Tensor& t) {
+/// Tensor.numpy(): an ndarray sharing the tensor's bytes (torch.Tensor.numpy).
+/// By default it is read-only: the storage is pinned (made resident, never
+/// evicted) while the array lives, through a read-only DLPack export, and is
+/// evictable again afterwards; nothing is written, so autograd sees no
+/// mutation. With writable=True, writes through the array change the tensor
+/// as in PyTorch: that is a mutation (Tensor::data_ptr: the storage becomes a
+/// borrowed constant, never evicted, and its version is bumped, so a tensor
+/// saved for backward reports the write).
+nb::object to_numpy(const Tensor& t, bool writable) {
   DTR_CHECK(t.device().is_cpu(), TypeError,
             "can't convert {} device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
             "to host memory first.",
@@ -122,13 +127,23 @@ nb::object to_numpy(const Tensor& t) {
         "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
   }
   const nb::dlpack::dtype dt = np_dtype(t.dtype());
-  void* data = t.numel() > 0 ? t.raw_data_ptr() : nullptr;
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
-  auto* owner = new Tensor(t);
-  nb::capsule keep(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  nb::ndarray<nb::numpy> arr(data, shape.size(), shape.data(), keep, strides.data(), dt);
-  return arr.cast();
+  if (writable) {
+    void* data = t.numel() > 0 ? t.raw_data_ptr() : nullptr;
+    auto* owner = new Tensor(t);
+    nb::capsule keep(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+    return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), keep, strides.data(), dt).cast();
+  }
+  DLManagedTensor* m = dtr::to_dlpack(t, DLPackAccess::kReadOnly);
+  nb::capsule keep(m, [](void* p) noexcept {
+    auto* mt = static_cast<DLManagedTensor*>(p);
+    if (mt->deleter != nullptr) mt->deleter(mt);
+  });
+  const DLTensor& dl = m->dl_tensor;
+  const void* data = static_cast<const char*>(dl.data) + dl.byte_offset;
+  return nb::ndarray<nb::numpy, nb::ro>(data, shape.size(), shape.data(), keep, strides.data(), dt)
+      .cast();
 }
 
 DType dtype_from_dl(const nb::dlpack::dtype& d) {
@@ -157,14 +172,27 @@ struct BorrowedArray {
   PyObject* array = nullptr;
 };
 
+int decref_pending(void* o) {
+  Py_DECREF(static_cast<PyObject*>(o));
+  return 0;
+}
+
+/// The deleter of a borrowed array, run when the last tensor on it goes. A
+/// thread without the GIL (one inside backward, say) must not wait for it
+/// here: the runtime may hold a lock that the GIL's holder is waiting for. It
+/// hands the reference to the interpreter's pending calls instead.
 void release_borrowed(DLManagedTensor* m) {
   auto* b = static_cast<BorrowedArray*>(m->manager_ctx);
-  if (Py_IsInitialized()) {
+  PyObject* array = b->array;
+  delete b;
+  if (!Py_IsInitialized()) return;  // at exit: leak rather than touch a dead interpreter
+  if (PyGILState_Check()) {
+    Py_DECREF(array);
+  } else if (Py_AddPendingCall(&decref_pending, array) != 0) {
     PyGILState_STATE s = PyGILState_Ensure();
-    Py_XDECREF(b->array);
+    Py_DECREF(array);
     PyGILState_Release(s);
   }
-  delete b;
 }
 
 /// dtr.from_numpy: a tensor sharing the array's memory (torch.from_numpy).
@@ -397,7 +425,7 @@ void bind_tensor(nb::module_& m) {
       .def("__repr__", &Tensor::str)
       .def("item", &item_of)
       .def("tolist", &tolist)
-      .def("numpy", &to_numpy)
+      .def("numpy", &to_numpy, nb::kw_only(), nb::arg("writable") = false)
       .def("__bool__",
            [](const Tensor& t) {
              DTR_CHECK(t.numel() == 1, DeviceError,

@@ -123,8 +123,6 @@ def from_numpy(array):
     the array is kept alive while the tensor lives."""
     if not isinstance(array, _np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
-    if array.dtype == _np.bool_:
-        return _C.from_numpy(array.view(_np.uint8), array)._to_dtype(bool)
     return _C.from_numpy(array, array)
 
 

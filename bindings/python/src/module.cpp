@@ -164,61 +164,43 @@ DType dtype_from_dl(const nb::dlpack::dtype& d) {
       int(d.code), int(d.bits)));
 }
 
-/// The DLManagedTensor of a borrowed ndarray: shape and strides live here, the
-/// array is kept alive by a reference released (under the GIL) by the deleter.
-struct BorrowedArray {
-  DLManagedTensor managed{};
-  std::vector<int64_t> shape, strides;
-  PyObject* array = nullptr;
-};
-
 int decref_pending(void* o) {
   Py_DECREF(static_cast<PyObject*>(o));
   return 0;
 }
 
-/// The deleter of a borrowed array, run when the last tensor on it goes. A
-/// thread without the GIL (one inside backward, say) must not wait for it
-/// here: the runtime may hold a lock that the GIL's holder is waiting for. It
-/// hands the reference to the interpreter's pending calls instead.
-void release_borrowed(DLManagedTensor* m) {
-  auto* b = static_cast<BorrowedArray*>(m->manager_ctx);
-  PyObject* array = b->array;
-  delete b;
+/// Drops the reference a tensor held on a Python object (a numpy array),
+/// from whichever thread drops the last tensor. A thread without the GIL (one
+/// inside backward, say) must not wait for it here: the runtime may hold a
+/// lock that the GIL's holder is waiting for. It hands the reference to the
+/// interpreter's pending calls instead.
+void release_reference(PyObject* o) {
   if (!Py_IsInitialized()) return;  // at exit: leak rather than touch a dead interpreter
   if (PyGILState_Check()) {
-    Py_DECREF(array);
-  } else if (Py_AddPendingCall(&decref_pending, array) != 0) {
+    Py_DECREF(o);
+  } else if (Py_AddPendingCall(&decref_pending, o) != 0) {
     PyGILState_STATE s = PyGILState_Ensure();
-    Py_DECREF(array);
+    Py_DECREF(o);
     PyGILState_Release(s);
   }
 }
 
-/// dtr.from_numpy: a tensor sharing the array's memory (torch.from_numpy).
+/// dtr.from_numpy: a tensor sharing the array's memory (torch.from_numpy);
+/// `owner` (the array) is kept alive until the last tensor on it goes.
 Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> arr, nb::handle owner) {
-  (void)dtype_from_dl(arr.dtype());  // TypeError for a dtype dtr lacks
-  auto* b = new BorrowedArray;
+  const DType dt = dtype_from_dl(arr.dtype());
+  std::vector<int64_t> shape, strides;  // nanobind's strides count elements
   for (size_t i = 0; i < arr.ndim(); ++i) {
-    b->shape.push_back(int64_t(arr.shape(i)));
-    b->strides.push_back(int64_t(arr.stride(i)));
+    shape.push_back(int64_t(arr.shape(i)));
+    strides.push_back(int64_t(arr.stride(i)));
   }
-  b->managed.dl_tensor.data = const_cast<void*>(arr.data());
-  b->managed.dl_tensor.device = {kDLCPU, 0};
-  b->managed.dl_tensor.ndim = int32_t(arr.ndim());
-  b->managed.dl_tensor.dtype = {arr.dtype().code, arr.dtype().bits, arr.dtype().lanes};
-  b->managed.dl_tensor.shape = b->shape.data();
-  b->managed.dl_tensor.strides = b->strides.data();
-  b->managed.dl_tensor.byte_offset = 0;
-  b->managed.manager_ctx = b;
-  b->managed.deleter = release_borrowed;
-  b->array = owner.ptr();
-  Py_INCREF(b->array);
+  PyObject* o = owner.ptr();
+  Py_INCREF(o);
   try {
-    return dtr::from_dlpack(&b->managed);
+    return dtr::from_blob(const_cast<void*>(arr.data()), shape, strides,
+                          [o](void*) { release_reference(o); }, dt);
   } catch (...) {
-    Py_DECREF(b->array);
-    delete b;
+    Py_DECREF(o);  // from_blob did not take the buffer
     throw;
   }
 }

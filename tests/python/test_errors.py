@@ -66,3 +66,10 @@ def test_errors_leave_the_state_usable():
         x + dtr.ones(4)
     (x * 2).sum().backward()
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_runtime_errors_of_pytorch_are_runtime_errors():
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(dtr.ones(2))
+    with pytest.raises(RuntimeError, match="requires grad"):
+        dtr.ones(2, requires_grad=True).numpy()

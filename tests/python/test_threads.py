@@ -38,8 +38,8 @@ def counter_progress_during(fn):
 
 def long_graph():
     dtr.manual_seed(0)
-    net = nn.Sequential(*[nn.Linear(256, 256) for _ in range(8)])
-    loss = net(dtr.randn(512, 256)).pow(2).mean()
+    net = nn.Sequential(*[nn.Linear(512, 512) for _ in range(8)])
+    loss = net(dtr.randn(1024, 512)).pow(2).mean()
     return net, loss
 
 

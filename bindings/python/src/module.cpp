@@ -123,7 +123,7 @@ nb::object to_numpy(const Tensor& t, bool writable) {
             "to host memory first.",
             t.device().str());
   if (t.requires_grad()) {
-    throw DeviceError(
+    throw std::runtime_error(  // RuntimeError, as in PyTorch
         "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
   }
   const nb::dlpack::dtype dt = np_dtype(t.dtype());
@@ -410,8 +410,10 @@ void bind_tensor(nb::module_& m) {
       .def("numpy", &to_numpy, nb::kw_only(), nb::arg("writable") = false)
       .def("__bool__",
            [](const Tensor& t) {
-             DTR_CHECK(t.numel() == 1, DeviceError,
-                       "Boolean value of Tensor with more than one value is ambiguous");
+             if (t.numel() != 1) {  // RuntimeError, as in PyTorch
+               throw std::runtime_error(
+                   "Boolean value of Tensor with more than one value is ambiguous");
+             }
              return t.item<bool>();
            })
       .def("__float__", [](const Tensor& t) { return t.item<double>(); })

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Developer entry point.
-#   ./dtr.sh setup   install missing system packages (Debian/Ubuntu, apt)
+#   ./dtr.sh setup   install missing system packages (Debian/Ubuntu, apt) and
+#                    the venv of the Python package (build/venv, nanobind)
 #   ./dtr.sh build   configure and build Release in build/
 #   ./dtr.sh test    setup, build, run the test suite and the Python tests
 #                    (pytest); then the C++ suite under AddressSanitizer +
@@ -154,13 +155,13 @@ bench_sweep() {
 }
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -euo pipefail/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'
 }
 
 cmd=${1:-}
 if [[ $# -gt 0 ]]; then shift; fi
 case $cmd in
-  setup) setup ;;
+  setup) setup && python_env ;;
   build) build ;;
   test) test_all ;;
   run) run_main "$@" ;;

@@ -29,6 +29,6 @@ if(NOT DTR_BUILD_PYTHON STREQUAL "OFF")
                         "(pip install nanobind, or set nanobind_DIR)")
   else()
     message(STATUS "dtr: no Python package (needs Python 3 headers and nanobind; "
-                   "./dtr.sh setup installs them in build/venv)")
+                   "./dtr.sh build makes build/venv with them)")
   endif()
 endif()

@@ -247,17 +247,6 @@ dtr_status tensor_query(dtr_tensor t, T* out, F&& f) {
   });
 }
 
-#ifndef DTR_C_HAVE_DLPACK  // until eager/dlpack.cpp lands
-namespace dtr {
-DLManagedTensor* to_dlpack(const Tensor&, DLPackAccess) {
-  throw NotImplementedError("DLPack export is not built into this library");
-}
-Tensor from_dlpack(DLManagedTensor*) {
-  throw NotImplementedError("DLPack import is not built into this library");
-}
-}  // namespace dtr
-#endif
-
 extern "C" {
 
 dtr_status dtr_version(int* major, int* minor, int* patch) {

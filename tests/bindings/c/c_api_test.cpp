@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include <dlpack/dlpack.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -171,16 +172,20 @@ TEST_F(CApiTest, TensorRoundTripAndQueries) {
 TEST_F(CApiTest, DLPackRoundTrip) {
   dtr_tensor t = make({1, 2, 3, 4}, {2, 2});
   DLManagedTensor* m = nullptr;
-  const dtr_status s = dtr_tensor_to_dlpack(t, 1, &m);
-  if (s == DTR_ERR_NOT_IMPLEMENTED) {
-    DTR_C_OK(dtr_tensor_free(t));
-    GTEST_SKIP() << dtr_last_error();
-  }
-  ASSERT_EQ(s, DTR_OK) << dtr_last_error();
+  DTR_C_OK(dtr_tensor_to_dlpack(t, 1, &m));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->dl_tensor.ndim, 2);
+  EXPECT_EQ(m->dl_tensor.shape[1], 2);
   dtr_tensor u = DTR_NULL;
-  DTR_C_OK(dtr_tensor_from_dlpack(m, &u));  // u owns m
+  DTR_C_OK(dtr_tensor_from_dlpack(m, &u));  // u owns m: no copy, the same bytes
   EXPECT_EQ(read(u), (std::vector<float>{1, 2, 3, 4}));
   EXPECT_EQ(dtr_tensor_from_dlpack(nullptr, &u), DTR_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dtr_tensor_to_dlpack(t, 0, nullptr), DTR_ERR_INVALID_ARGUMENT);
+  // A consumer that only reads and lets go: its deleter unpins the storage.
+  DLManagedTensor* ro = nullptr;
+  DTR_C_OK(dtr_tensor_to_dlpack(t, 1, &ro));
+  EXPECT_EQ(static_cast<const float*>(ro->dl_tensor.data)[3], 4.0f);
+  ro->deleter(ro);
   DTR_C_OK(dtr_tensor_free(u));
   DTR_C_OK(dtr_tensor_free(t));
 }

@@ -57,6 +57,7 @@ void register_creation_ops() {
     d.scalar_flops_per_element = scalar_flops;
     d.save = kSaveNone;
     d.flags.random = std::string_view(name).starts_with("rand");
+    d.inputs(0);
     R.define(std::move(d));
   }
 }

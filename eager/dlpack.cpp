@@ -47,8 +47,8 @@ std::optional<DType> from_dl_dtype(DLDataType d) {
 }
 
 // What one export owns until the consumer calls the deleter: a handle on
-// the tensor (its metadata and storage), the pin, and the shape and stride
-// arrays the DLTensor points at.
+// the tensor (detached: the export keeps the bytes alive, not the autograd
+// graph), the pin, and the shape and stride arrays the DLTensor points at.
 struct ExportContext {
   Tensor tensor;
   remat::PinGuard pin;
@@ -79,7 +79,7 @@ DLManagedTensor* to_dlpack(const Tensor& t, DLPackAccess access) {
                                   device.str()));
   }
   auto ctx = std::make_unique<ExportContext>();
-  ctx->tensor = t;
+  ctx->tensor = t.detach();
   // Resident (rematerialized if it was evicted) and pinned from here until
   // the deleter runs (Note [pin guard]).
   ctx->pin = remat::PinGuard(t.storage());
@@ -88,6 +88,10 @@ DLManagedTensor* to_dlpack(const Tensor& t, DLPackAccess access) {
     // Note [borrowed storage]), so lineage never rebuilds these bytes.
     (void)t.raw_data_ptr();
   }
+  // The legacy protocol has no stream to order the consumer after: the
+  // bytes are complete when the pointer is handed out.
+  const Backend& b = backend(device);
+  if (b.synchronize != nullptr) b.synchronize(device.index);
   ctx->shape.assign(t.shape().begin(), t.shape().end());
   ctx->strides.assign(t.strides().begin(), t.strides().end());
   DLTensor& dl = ctx->managed.dl_tensor;

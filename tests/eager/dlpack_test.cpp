@@ -258,6 +258,29 @@ TEST(DLPack, ExportOfAnEvictedTensorRematerializesAndPinsIt) {
   EXPECT_EQ(bytes_of(y.const_data_ptr(), y.nbytes()), expected);
 }
 
+// Two exports, two pins: the storage is evictable only after both deleters.
+TEST(DLPack, EachExportHoldsItsOwnPin) {
+  Tensor y = randn({1024}) * 3.0;
+  DLManagedTensor* a = to_dlpack(y, DLPackAccess::kReadOnly);
+  DLManagedTensor* b = to_dlpack(y.slice(0, 10, 20), DLPackAccess::kReadOnly);
+  a->deleter(a);
+  EXPECT_TRUE(remat::is_pinned(*y.storage()));
+  b->deleter(b);
+  EXPECT_FALSE(remat::is_pinned(*y.storage()));
+}
+
+// The export holds the bytes, not the autograd graph.
+TEST(DLPack, ExportHoldsADetachedHandle) {
+  Tensor w = randn({8}).requires_grad_();
+  Tensor y = w * 2.0;
+  DLManagedTensor* m = to_dlpack(y, DLPackAccess::kReadOnly);
+  std::weak_ptr<autograd::Node> grad_fn = y.grad_fn();
+  ASSERT_FALSE(grad_fn.expired());
+  y = Tensor();
+  EXPECT_TRUE(grad_fn.expired());
+  m->deleter(m);
+}
+
 // The export keeps the tensor alive: its bytes stay valid after the last
 // user handle goes, until the deleter.
 TEST(DLPack, ExportOutlivesTheTensor) {

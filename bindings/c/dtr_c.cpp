@@ -62,18 +62,31 @@ struct ScopeObject final : Object {
 
 // ---- argument conversion -------------------------------------------------------
 
-DType to_dtype(dtr_dtype d) {
-  static_assert(int(DTR_FLOAT32) == int(DType::kFloat32) && int(DTR_UINT8) == int(DType::kUInt8) &&
-                kNumDTypes == 8);
-  if (int(d) < 0 || int(d) >= kNumDTypes) {
-    throw ApiError(DTR_ERR_INVALID_ARGUMENT, fmt::format("unknown dtr_dtype {}", int(d)));
-  }
-  return DType(int(d));
+/// The int a C caller passed as an enum. C allows any int there; in C++ a
+/// value outside the enumerators' range may not be read as the enum type, so
+/// its bytes are read as an int.
+template <typename E>
+int enum_value(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
-Device to_device(dtr_device_type type, int index) {
+DType to_dtype(const dtr_dtype& dtype) {  // by reference: no enum load (enum_value)
+  const int d = enum_value(dtype);
+  static_assert(int(DTR_FLOAT32) == int(DType::kFloat32) && int(DTR_UINT8) == int(DType::kUInt8) &&
+                kNumDTypes == 8);
+  if (d < 0 || d >= kNumDTypes) {
+    throw ApiError(DTR_ERR_INVALID_ARGUMENT, fmt::format("unknown dtr_dtype {}", d));
+  }
+  return DType(d);
+}
+
+Device to_device(const dtr_device_type& device_type, int index) {
+  const int type = enum_value(device_type);
   if (type != DTR_DEVICE_CPU && type != DTR_DEVICE_CUDA) {
-    throw ApiError(DTR_ERR_INVALID_ARGUMENT, fmt::format("unknown dtr_device_type {}", int(type)));
+    throw ApiError(DTR_ERR_INVALID_ARGUMENT, fmt::format("unknown dtr_device_type {}", type));
   }
   DTR_CHECK(index >= 0, ValueError, "device index must be >= 0, got {}", index);
   return Device(type == DTR_DEVICE_CPU ? kCPU : kCUDA, index);
@@ -263,7 +276,7 @@ const char* dtr_version_string(void) {
 }
 
 const char* dtr_status_name(dtr_status status) {
-  const int i = int(status);
+  const int i = enum_value(status);
   if (i < 0 || i >= int(std::size(kStatusNames))) return "unknown status";
   return kStatusNames[i];
 }

@@ -43,7 +43,6 @@ TEST_F(CApiTest, StatusNames) {
   EXPECT_STREQ(dtr_status_name(DTR_OK), "DTR_OK");
   EXPECT_STREQ(dtr_status_name(DTR_ERR_WRONG_THREAD), "DTR_ERR_WRONG_THREAD");
   EXPECT_STREQ(dtr_status_name(DTR_ERR_INTERNAL), "DTR_ERR_INTERNAL");
-  EXPECT_STREQ(dtr_status_name(dtr_status(99)), "unknown status");
 }
 
 TEST_F(CApiTest, NullOutPointersAreInvalidArguments) {
@@ -62,8 +61,7 @@ TEST_F(CApiTest, NullOutPointersAreInvalidArguments) {
   EXPECT_EQ(dtr_nn_linear(2, 2, 1, nullptr), DTR_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(dtr_set_option(nullptr, "x"), DTR_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(dtr_stats(DTR_DEVICE_CPU, 0, nullptr, 3), DTR_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(dtr_tensor_from_data(&v, sizeof v, dtr_dtype(42), shape, 1, &t), DTR_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(dtr_set_memory_budget(dtr_device_type(7), 0, -1), DTR_ERR_INVALID_ARGUMENT);
+  // Enum values outside the enumerators: c_header_check.c (legal in C only).
   DTR_C_OK(dtr_tensor_free(t));
 }
 

@@ -39,6 +39,13 @@ int main(void) {
   if (dtr_tensor_free(y) != DTR_ERR_INVALID_HANDLE) return 1;
   if (strstr(dtr_last_error(), "invalid tensor handle") == NULL) return 1;
   if (dtr_op_call("no_such_op", in, 1, DTR_NULL, &y, 1, &n) != DTR_ERR_VALUE) return 1;
+  /* Any int may be passed where an enum is expected: an error code. */
+  dtr_tensor z = DTR_NULL;
+  if (dtr_tensor_from_data(data, sizeof data, (dtr_dtype)42, shape, 2, &z) != DTR_ERR_INVALID_ARGUMENT)
+    return 1;
+  if (dtr_set_memory_budget((dtr_device_type)7, 0, -1) != DTR_ERR_INVALID_ARGUMENT) return 1;
+  if (dtr_autocast_begin((dtr_dtype)-1, NULL) != DTR_ERR_INVALID_ARGUMENT) return 1;
+  if (strcmp(dtr_status_name((dtr_status)99), "unknown status") != 0) return 1;
   CHECK(dtr_tensor_free(x));
 
   size_t live = 1;

@@ -149,4 +149,13 @@ const OpDef& OpRegistry::get(std::string_view name) const {
   return *op;
 }
 
+void OpDef::throw_input_count(size_t n) const {
+  const std::string expected =
+      min_inputs == max_inputs ? fmt::format("{}", min_inputs)
+      : max_inputs < 0         ? fmt::format("at least {}", min_inputs)
+                               : fmt::format("{} to {}", min_inputs, max_inputs);
+  throw ValueError(fmt::format("{}: expected {} input{}, got {}", name, expected,
+                               min_inputs == 1 && max_inputs == 1 ? "" : "s", n));
+}
+
 }  // namespace dtr

@@ -182,6 +182,13 @@ struct OpDef {
   uint8_t save = kSaveInputs;
   /// Inputs that never get a gradient (indices, masks), as a bitmask.
   uint32_t nondiff_inputs = 0;
+  /// How many inputs the op takes: min_inputs to max_inputs (-1: no upper
+  /// bound). Dispatch checks it before anything reads an input, so a binding
+  /// that passes any number gets a ValueError instead of an infer function
+  /// reading past its span. min_inputs -1: not declared on this row yet, and
+  /// unchecked.
+  int16_t min_inputs = -1;
+  int16_t max_inputs = -1;
   OpKind kind = OpKind::kPrimitive;
   std::array<KernelFn, kNumDeviceTypes> kernels{};
   int32_t id = -1;  // position in the registry
@@ -197,8 +204,24 @@ struct OpDef {
   /// check_attrs does, with the declared defaults filled in for absent keys.
   /// ValueError too for a key given twice.
   Attrs make_attrs(std::span<const std::pair<std::string, AttrValue>> values) const;
+  /// ValueError naming the op and the declared count unless `n` inputs fit
+  /// min_inputs..max_inputs (no check when min_inputs is -1).
+  void check_input_count(size_t n) const {
+    if (min_inputs >= 0 && (n < size_t(min_inputs) || (max_inputs >= 0 && n > size_t(max_inputs))))
+        [[unlikely]] {
+      throw_input_count(n);
+    }
+  }
+  /// Sets min_inputs = max_inputs = n.
+  OpDef& inputs(int16_t n) {
+    min_inputs = max_inputs = n;
+    return *this;
+  }
   /// The declared parameters as "dim (int), keepdim (bool)", or "none".
   std::string params_str() const;
+
+ private:
+  [[noreturn]] void throw_input_count(size_t n) const;
 };
 
 /// The process-wide table. Rows are created once at start-up (eager/ops/init)

@@ -126,6 +126,7 @@ const OpRecord* lineage_of(const Tensor& t) {
 
 std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in, Attrs attrs) {
   if (OpRegistry::check_attrs_enabled()) OpRegistry::on_dispatch(op, attrs);  // declared parameters
+  op.check_input_count(inputs_in.size());  // before anything reads an input
   const remat::CurrentOpScope current_op(op.name);  // named in OutOfMemoryError reports
   for (size_t i = 0; i < inputs_in.size(); ++i) {
     DTR_CHECK(inputs_in[i].defined(), ValueError, "{}: input {} is an undefined tensor", op.name, i);

@@ -5,6 +5,7 @@
 // naming the op, shapes and dtypes on bad input.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -75,6 +76,14 @@ Tensor from_vector(const std::vector<T>& values, IntList shape = {}, TensorOptio
 /// buffer cannot be detected.
 Tensor from_blob(void* data, IntList shape, DType dtype, Device device = Device());
 Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device = Device());
+/// torch::from_blob with a deleter: as above, but the tensor owns the
+/// buffer: `deleter(data)` runs exactly once, on whichever thread drops the
+/// last tensor (or view, or lineage reference) on the storage. When
+/// from_blob throws (the errors above, ValueError for an empty deleter,
+/// DeviceError for a device that does not exist) the deleter is not called
+/// and the buffer stays the caller's.
+Tensor from_blob(void* data, IntList shape, IntList strides, std::function<void(void*)> deleter,
+                 DType dtype, Device device = Device());
 
 // ---- random state (eager/random.cpp) -----------------------------------------
 /// Sets the global Philox seed and resets its offset (torch.manual_seed).

@@ -205,13 +205,22 @@ struct Runtime::Impl final : CandidateSync {
 
   static bool replayable(const Storage& s) {
     const StorageState* p = find_state(s);
-    return p != nullptr && !p->pinned && p->producer != nullptr && p->producer->replayable;
+    return p != nullptr && !p->constant && p->producer != nullptr && p->producer->replayable;
   }
+
+  // In use by an op (locked) or by a consumer outside the runtime (pinned,
+  // Note [pin guard]): the bytes stay where they are.
+  static bool held(const StorageState& state) { return state.lock_count > 0 || state.pin_count > 0; }
 
   void pool_add(Storage& s) {
     StorageState& state = st(s);
-    if (state.lock_count > 0 || !replayable(s) || !s.resident() || state.memory == nullptr) return;
+    if (held(state) || !replayable(s) || !s.resident() || state.memory == nullptr) return;
     state.memory->pool.add(s);
+  }
+  // Eager eviction (DTR paper §3): the bytes of a storage that no user
+  // handle, op or pin holds go at once when lineage can rebuild them.
+  void free_if_unused(Storage& s) {
+    if (!held(st(s)) && s.handle_count.load() == 0 && replayable(s) && s.resident()) eager_free(s);
   }
   void pool_remove(Storage& s) {
     if (DeviceMemory* m = memory_of(s)) m->pool.remove(s);
@@ -308,7 +317,7 @@ struct Runtime::Impl final : CandidateSync {
     for (const auto& m : devices)
       for (Storage* s : m->tracked) m->pool.sync(*s);
   }
-  // Has a replayable producer (pinned or not).
+  // Has a replayable producer (a constant or not).
   static bool replayable_lineage(const Storage& s) {
     const Node* p = producer(s);
     return p != nullptr && p->replayable;
@@ -418,22 +427,28 @@ struct Runtime::Impl final : CandidateSync {
   }
 
   [[noreturn]] void throw_oom(DeviceMemory& m, int64_t request) {
-    // floor: bytes that cannot be evicted now (constants, and storages in
-    // use); small: evictable storages below DTR_MIN_EVICT_BYTES, never chosen.
-    int64_t locked = 0, unevictable = 0, floor = 0, small = 0;
-    std::vector<const Storage*> fixed, held;
+    // floor: bytes that cannot be evicted now (constants, storages in use
+    // and pinned ones); small: evictable storages below DTR_MIN_EVICT_BYTES,
+    // never chosen.
+    int64_t locked = 0, pinned = 0, unevictable = 0, floor = 0, small = 0;
+    std::vector<const Storage*> fixed, in_use_list, pinned_list;
     for (const Storage* s : m.tracked) {
       if (!s->resident()) continue;
       const bool in_use = st(*s).lock_count > 0;
+      const bool is_pinned = st(*s).pin_count > 0;
       if (in_use) {
         locked += s->nbytes();
-        held.push_back(s);
+        in_use_list.push_back(s);
+      }
+      if (is_pinned) {
+        pinned += s->nbytes();
+        pinned_list.push_back(s);
       }
       if (!replayable(*s)) {
         unevictable += s->nbytes();
         fixed.push_back(s);
       }
-      if (in_use || !replayable(*s)) {
+      if (in_use || is_pinned || !replayable(*s)) {
         floor += s->nbytes();
       } else if (s->nbytes() < min_evict_bytes) {
         small += s->nbytes();
@@ -453,21 +468,27 @@ struct Runtime::Impl final : CandidateSync {
       }
       return out.empty() ? std::string(" (none)") : out;
     };
+    const std::string pinned_report =
+        pinned > 0 ? "\nLargest pinned storages (held outside the runtime, e.g. DLPack exports):" +
+                         largest(pinned_list)
+                   : std::string();
     throw_oom_error(fmt::format(
         "out of memory under the budget of {}{}: budget {} bytes, request {} bytes, resident {} bytes, "
-        "locked {} bytes, unevictable {} bytes; nothing left to evict.\n{}\nLargest unevictable "
-        "storages:{}\nLargest locked (in use) storages:{}",
-        m.device.str(), oom_context(), *m.budget, request, m.stats.resident_bytes, locked, unevictable,
-        oom_advice(m, request, floor, unevictable, small), largest(fixed), largest(held)), m);
+        "locked {} bytes, pinned {} bytes, unevictable {} bytes; nothing left to evict.\n{}\nLargest "
+        "unevictable storages:{}\nLargest locked (in use) storages:{}{}",
+        m.device.str(), oom_context(), *m.budget, request, m.stats.resident_bytes, locked, pinned,
+        unevictable, oom_advice(m, request, floor, unevictable, pinned, small), largest(fixed),
+        largest(in_use_list), pinned_report), m);
   }
   // What would help, from the never-evictable floor (constants plus
   // storages in use) against the budget.
-  std::string oom_advice(const DeviceMemory& m, int64_t request, int64_t floor, int64_t constants, int64_t small) const {
+  std::string oom_advice(const DeviceMemory& m, int64_t request, int64_t floor, int64_t constants,
+                         int64_t pinned, int64_t small) const {
     const int64_t need = floor + request;
     std::string out = fmt::format(
-        "Never-evictable floor: {} bytes (constants {} bytes, the rest locked in use); floor plus "
-        "request: {} bytes, and no budget below that can run this op at this point.",
-        floor, constants, need);
+        "Never-evictable floor: {} bytes (constants {} bytes, pinned {} bytes, the rest locked in "
+        "use); floor plus request: {} bytes, and no budget below that can run this op at this point.",
+        floor, constants, pinned, need);
     const int64_t held = remat_locked_bytes(m);
     const std::string other =
         heuristic == Heuristic::kMsps ? std::string("dtr_eq") : std::string("msps");
@@ -477,6 +498,12 @@ struct Runtime::Impl final : CandidateSync {
           "exceed the budget: no eviction heuristic can fit this; raise the budget to at least {} "
           "bytes or hold fewer constants.",
           constants, need);
+    } else if (pinned > 0 && constants + pinned + request > *m.budget) {
+      out += fmt::format(
+          " The pinned storages ({} bytes: a consumer outside the runtime holds a pointer to them, "
+          "e.g. a DLPack export whose deleter has not run) and the constants leave no room: let "
+          "the consumers release them, or raise the budget to at least {} bytes.",
+          pinned, need);
     } else if (held > 0) {
       out += fmt::format(
           " {} of the locked bytes are held by the rematerialization in progress (inputs kept for "
@@ -549,8 +576,7 @@ struct Runtime::Impl final : CandidateSync {
   void unlock_all(std::vector<Storage*>& v, int64_t now) {
     for (Storage* s : v) {
       unlock(*s, now);
-      if (st(*s).lock_count == 0 && s->handle_count.load() == 0 && replayable(*s) && s->resident())
-        eager_free(*s);
+      free_if_unused(*s);
     }
     v.clear();
   }
@@ -746,7 +772,7 @@ struct Runtime::Impl final : CandidateSync {
   bool detach_dependants(const std::vector<std::shared_ptr<Node>>& readers) {
     std::vector<std::shared_ptr<Node>> work = readers;
     absl::flat_hash_set<const Node*> seen;
-    std::vector<std::shared_ptr<Storage>> to_pin, to_drop;
+    std::vector<std::shared_ptr<Storage>> to_keep, to_drop;
     while (!work.empty()) {
       std::shared_ptr<Node> n = std::move(work.back());
       work.pop_back();
@@ -754,20 +780,20 @@ struct Runtime::Impl final : CandidateSync {
       for (const auto& w : n->outputs) {
         std::shared_ptr<Storage> o = w.lock();
         if (!o || producer(*o) != n.get()) continue;
-        const bool held = o->handle_count.load() > 0;
-        if (o->resident() && (held || st(*o).lock_count > 0)) {
-          to_pin.push_back(std::move(o));
+        const bool user_held = o->handle_count.load() > 0;
+        if (o->resident() && (user_held || held(st(*o)))) {
+          to_keep.push_back(std::move(o));
           continue;
         }
-        if (held) return false;
+        if (user_held) return false;
         for (const auto& cw : st(*o).consumers)
           if (auto c = cw.lock()) work.push_back(std::move(c));
         to_drop.push_back(std::move(o));
       }
     }
-    for (auto& o : to_pin) {
+    for (auto& o : to_keep) {
       pool_remove(*o);
-      st(*o).pinned = true;
+      st(*o).constant = true;
       st(*o).producer.reset();
     }
     for (auto& o : to_drop) {
@@ -919,10 +945,7 @@ void Runtime::release(std::span<Storage* const> storages) {
   std::lock_guard lock(impl_->mu);
   for (Storage* s : storages) {
     impl_->unlock(*s, impl_->clock);
-    if (Impl::st(*s).lock_count == 0 && s->handle_count.load() == 0 && Impl::replayable(*s) &&
-        s->resident()) {
-      impl_->eager_free(*s);
-    }
+    impl_->free_if_unused(*s);
   }
 }
 
@@ -939,7 +962,7 @@ void Runtime::allocate(Storage& s) {
 // replay would compute from whatever the buffer holds then, and a
 // rematerialized value would silently differ (Note [replay equals
 // original]). A node that reads a borrowed storage directly is not kept:
-// its outputs are pinned constants with no lineage (they hold the values
+// its outputs are constants with no lineage (they hold the values
 // computed from the buffer as it was when the op ran), and everything
 // downstream is rebuilt from those stable copies. The cost is that these
 // direct dependants count against the budget and are never evicted.
@@ -960,7 +983,7 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
     StorageState& os = Impl::st(*o);
     if (reads_borrowed) {
       impl_->pool_remove(*o);
-      os.pinned = true;
+      os.constant = true;
       os.producer.reset();
       os.last_access = impl_->clock;
       continue;
@@ -968,7 +991,7 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
     if (impl_->verify && o->resident()) os.verify_hash = Impl::hash_bytes(*o);
     os.producer = node;
     os.last_access = impl_->clock;
-    if (!node->replayable) os.pinned = true;
+    if (!node->replayable) os.constant = true;
     impl_->pool_add(*o);
   }
   if (reads_borrowed) return;  // the node is dropped: nothing reads through it
@@ -988,7 +1011,7 @@ void Runtime::register_constant(Storage& s) {
   // Its bytes must be here for good: bring them back before dropping lineage.
   if (!s.resident() && st.producer != nullptr) impl_->rematerialize(s);
   impl_->pool_remove(s);
-  st.pinned = true;
+  st.constant = true;
   st.producer.reset();
 }
 
@@ -998,7 +1021,7 @@ void Runtime::mark_borrowed(Storage& s) {
   DTR_INTERNAL_ASSERT(s.resident() || st.producer == nullptr,
                       "mark_borrowed on a storage whose bytes are not here");
   impl_->pool_remove(s);
-  st.pinned = true;
+  st.constant = true;
   st.producer.reset();
   st.borrowed = true;
 }
@@ -1038,7 +1061,7 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
   } else {
     impl_->allocate(*old);
     copy_bytes(old->device(), old->data(), s->device(), s->data(), size_t(s->nbytes()));
-    ost.pinned = true;
+    ost.constant = true;
   }
   for (auto& n : readers) {
     for (auto& in : n->inputs)
@@ -1055,9 +1078,67 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
 
 void Runtime::on_last_handle(Storage& s) {
   std::lock_guard lock(impl_->mu);
-  if (s.resident() && Impl::st(s).lock_count == 0 && Impl::replayable(s)) {
-    impl_->eager_free(s);
+  impl_->free_if_unused(s);
+}
+
+// Note [pin guard]. A consumer outside the runtime (a DLPack export, an
+// embedding runtime) holds a raw pointer to a storage's bytes, so they must
+// stay exactly where they are until it lets go: a pinned storage is never
+// an eviction candidate, never freed eagerly and never moved (a host-swap
+// tier must skip it too). Pins are counted, apart from the constant flag
+// (which says there is no lineage) and from op locks (which the OOM report
+// calls "in use"). An allocation that finds only pinned, locked and
+// constant bytes under the budget raises OutOfMemoryError with its report;
+// after the last unpin the storage is evictable again.
+void Runtime::pin(Storage& s) {
+  std::lock_guard lock(impl_->mu);
+  impl_->throw_deferred_error();
+  StorageState& st = Impl::st(s);
+  if (!s.resident()) {
+    DTR_CHECK(Impl::replayable_lineage(s), ValueError,
+              "pin: storage of {} bytes on {} has no bytes and no lineage to rebuild them",
+              s.nbytes(), s.device().str());
+    impl_->rematerialize(s);  // OutOfMemoryError: nothing is pinned
   }
+  impl_->pool_remove(s);
+  ++st.pin_count;
+}
+
+void Runtime::unpin(Storage& s) {
+  std::lock_guard lock(impl_->mu);
+  StorageState& st = Impl::st(s);
+  DTR_CHECK(st.pin_count > 0, ValueError, "unpin: storage of {} bytes on {} is not pinned",
+            s.nbytes(), s.device().str());
+  if (--st.pin_count > 0) return;
+  st.last_access = impl_->clock;
+  impl_->pool_add(s);
+  impl_->free_if_unused(s);
+}
+
+PinGuard::PinGuard(std::shared_ptr<Storage> storage, Runtime& runtime)
+    : storage_(std::move(storage)), runtime_(&runtime) {
+  DTR_CHECK(storage_ != nullptr, ValueError, "PinGuard: the storage is null");
+  runtime_->pin(*storage_);
+}
+
+PinGuard::~PinGuard() { reset(); }
+
+PinGuard::PinGuard(PinGuard&& other) noexcept
+    : storage_(std::move(other.storage_)), runtime_(other.runtime_) {}
+
+PinGuard& PinGuard::operator=(PinGuard&& other) noexcept {
+  if (this != &other) {
+    reset();
+    storage_ = std::move(other.storage_);
+    runtime_ = other.runtime_;
+  }
+  return *this;
+}
+
+void PinGuard::reset() noexcept {
+  if (storage_ == nullptr) return;
+  runtime_->unpin(*storage_);  // balanced with the constructor's pin: does not throw
+  storage_.reset();
 }
 
 void Runtime::set_heuristic(Heuristic h) {

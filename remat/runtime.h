@@ -126,6 +126,22 @@ class Runtime final {
   /// be recomputed (eager eviction, Note [what may be evicted]).
   void on_last_handle(Storage& s);
 
+  // ---- pins (Note [pin guard]) ----------------------------------------------
+  /// A consumer outside the runtime is about to hold a raw pointer to the
+  /// bytes of `s` (a DLPack export): makes `s` resident, rematerializing it
+  /// if it was evicted, and pins it. Until the matching unpin, `s` is never
+  /// evicted, freed eagerly or moved; an allocation that finds nothing else
+  /// to evict raises OutOfMemoryError. Pins are counted. Thread-safe.
+  /// Throws OutOfMemoryError (nothing pinned) when the rematerialization
+  /// does not fit, ValueError for a storage with no bytes and no lineage.
+  /// Prefer PinGuard.
+  void pin(Storage& s);
+  /// Undoes one pin(s); after the last, `s` is evictable again (and freed at
+  /// once when no handle holds it and lineage can rebuild it). Thread-safe:
+  /// a DLPack deleter may run on any thread. Throws ValueError when `s` is
+  /// not pinned.
+  void unpin(Storage& s);
+
   // ---- policy ------------------------------------------------------------
   /// Replaces the policy with make_policy(h) and rebuilds its bookkeeping.
   void set_heuristic(Heuristic h);
@@ -197,6 +213,29 @@ class Runtime final {
 }  // namespace dtr::remat
 
 namespace dtr::remat {
+/// Pins a storage for its lifetime (Runtime::pin / unpin; Note [pin guard]),
+/// holding it alive. Movable, not copyable; a moved-from or default guard
+/// pins nothing. Throws what Runtime::pin throws, ValueError for a null
+/// storage.
+class PinGuard {
+ public:
+  PinGuard() = default;
+  explicit PinGuard(std::shared_ptr<Storage> storage, Runtime& runtime = Runtime::global());
+  ~PinGuard();
+  PinGuard(PinGuard&& other) noexcept;
+  PinGuard& operator=(PinGuard&& other) noexcept;
+  PinGuard(const PinGuard&) = delete;
+  PinGuard& operator=(const PinGuard&) = delete;
+  /// Unpins now (a no-op when nothing is pinned).
+  void reset() noexcept;
+  /// The pinned storage, or null.
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Runtime* runtime_ = nullptr;
+};
+
 /// Public API (DESIGN.md): the global runtime's budget and statistics.
 /// Sets the hard cap on resident tensor-storage bytes of the default device
 /// (or of `device`); nullopt = unlimited. Throws ValueError for a

@@ -36,8 +36,13 @@ struct StorageState final : StorageHook {
   int64_t last_access = 0;
   /// Position in its device's evictable pool, or -1.
   int64_t pool_index = -1;
-  /// Constants (no replayable producer) are never evicted.
-  bool pinned = false;
+  /// >0 while a consumer outside the runtime holds a raw pointer to the
+  /// bytes (a DLPack export; Runtime::pin, PinGuard): never evicted, freed
+  /// eagerly or moved until the last unpin. Note [pin guard].
+  int32_t pin_count = 0;
+  /// Constants (no replayable producer: parameters, loaded data, detached
+  /// results) are never evicted.
+  bool constant = false;
   /// The bytes may change behind the runtime's back: they are the user's
   /// (from_blob), or a writable pointer to them was handed out (data_ptr).
   /// Lineage never reads them later (Note [borrowed storage]).
@@ -77,7 +82,12 @@ inline const Node* producer(const Storage& s) {
 }
 inline bool is_constant(const Storage& s) {
   const StorageState* st = find_state(s);
-  return st != nullptr && st->pinned;
+  return st != nullptr && st->constant;
+}
+/// Whether `s` is pinned now (Runtime::pin, PinGuard).
+inline bool is_pinned(const Storage& s) {
+  const StorageState* st = find_state(s);
+  return st != nullptr && st->pin_count > 0;
 }
 
 }  // namespace dtr::remat

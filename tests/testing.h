@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,24 @@ inline Tensor leaf(IntList shape, uint64_t seed = 1) {
   Tensor t = from_vector(v, shape);
   t.requires_grad_();
   return t;
+}
+
+/// Sets the default device's memory budget while in scope (unlimited after).
+struct BudgetScope {
+  explicit BudgetScope(std::optional<int64_t> bytes) { remat::set_memory_budget(bytes); }
+  ~BudgetScope() { remat::set_memory_budget(std::nullopt); }
+  BudgetScope(const BudgetScope&) = delete;
+  BudgetScope& operator=(const BudgetScope&) = delete;
+};
+
+/// Makes and holds tensors well above a 1 MiB budget (eight of 256 KiB), so
+/// that evictable storages not in use are evicted.
+inline void churn() {
+  std::vector<Tensor> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(randn({65536}) * 2.0);
+    (void)held.back().sum().item<float>();
+  }
 }
 
 }  // namespace dtr::testing

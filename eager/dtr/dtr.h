@@ -15,6 +15,7 @@
 #include "eager/autograd.h"
 #include "eager/checkpoint.h"
 #include "eager/dispatch.h"
+#include "eager/dlpack.h"
 #include "eager/ops.h"
 #include "eager/random.h"
 #include "eager/tensor.h"

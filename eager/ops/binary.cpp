@@ -224,6 +224,8 @@ OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t 
   d.flags.inplace = inplace;
   // In-place rows never autocast: a cast copy of self would take the write.
   d.autocast = inplace ? AutocastPolicy::kNone : autocast;
+  // (a, b); (x) with the scalar in an attribute; where(cond, a, b).
+  d.inputs(d.name.find("_scalar") != std::string::npos ? 1 : d.name == "where" ? 3 : 2);
   return OpRegistry::instance().define(std::move(d));
 }
 

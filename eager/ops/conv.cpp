@@ -224,24 +224,34 @@ void register_conv_ops() {
   const std::vector<ParamSpec> kAdaptive{ints("output_size")};
   OpDef conv{.name = "conv2d", .params = kConv, .infer = infer_conv2d, .cost = conv2d_cost, .backward = conv2d_backward};
   conv.autocast = AutocastPolicy::kLowerPrecision;
+  conv.min_inputs = 2;
+  conv.max_inputs = 3;
   R.define(std::move(conv));
   R.define(OpDef{.name = "conv2d_input_grad", .params = with(kConv, ints("input_size")), .infer = infer_conv2d_input_grad,
-                 .cost = conv2d_input_grad_cost, .save = kSaveNone});
+                 .cost = conv2d_input_grad_cost, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "conv2d_weight_grad", .params = with(kConv, ints("weight_size")), .infer = infer_conv2d_weight_grad,
-                 .cost = conv2d_weight_grad_cost, .save = kSaveNone});
+                 .cost = conv2d_weight_grad_cost, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
 
   // Indices are a second output, saved for the backward scatter.
   R.define(OpDef{.name = "max_pool2d", .params = kPool, .infer = infer_max_pool2d, .backward = max_pool2d_backward,
-                 .save = kSaveOutputs});
-  R.define(OpDef{.name = "max_pool2d_backward", .params = with(kPool, ints("input_size")), .infer = infer_pool_backward, .save = kSaveNone});
+                 .save = kSaveOutputs,
+                 .min_inputs = 1, .max_inputs = 1});
+  R.define(OpDef{.name = "max_pool2d_backward", .params = with(kPool, ints("input_size")), .infer = infer_pool_backward, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "avg_pool2d", .params = kPool, .infer = infer_avg_pool2d, .backward = avg_pool2d_backward,
-                 .save = kSaveNone});
-  R.define(OpDef{.name = "avg_pool2d_backward", .params = with(kPool, ints("input_size")), .infer = infer_pool_backward, .save = kSaveNone});
+                 .save = kSaveNone,
+                 .min_inputs = 1, .max_inputs = 1});
+  R.define(OpDef{.name = "avg_pool2d_backward", .params = with(kPool, ints("input_size")), .infer = infer_pool_backward, .save = kSaveNone,
+                 .min_inputs = 1, .max_inputs = 1});
   R.define(OpDef{.name = "adaptive_avg_pool2d", .params = kAdaptive, .infer = infer_adaptive_avg_pool2d,
-                 .backward = adaptive_avg_pool2d_backward, .save = kSaveNone});
+                 .backward = adaptive_avg_pool2d_backward, .save = kSaveNone,
+                 .min_inputs = 1, .max_inputs = 1});
   R.define(OpDef{.name = "adaptive_avg_pool2d_backward",
                  .params = with(kAdaptive, ints("input_size")), .infer = infer_pool_backward,
-                 .save = kSaveNone});
+                 .save = kSaveNone,
+                 .min_inputs = 1, .max_inputs = 1});
 }
 
 }  // namespace ops

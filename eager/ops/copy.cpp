@@ -71,11 +71,13 @@ void register_copy_ops() {
   OpDef clone{.name = "clone", .infer = infer_same, .backward = clone_backward};
   clone.flags.strided_inputs = true;
   clone.save = kSaveNone;
+  clone.inputs(1);
   R.define(std::move(clone));
 
   OpDef to{.name = "to_dtype", .params = {param::dtype("dtype")}, .infer = infer_to_dtype, .backward = to_dtype_backward};
   to.flags.strided_inputs = true;
   to.save = kSaveNone;
+  to.inputs(1);
   R.define(std::move(to));
 
   // Note [cross-device copies]: the one op whose output is on another device
@@ -90,18 +92,21 @@ void register_copy_ops() {
                   .backward = to_device_backward};
   to_device.flags.cross_device = true;
   to_device.save = kSaveNone;
+  to_device.inputs(1);
   R.define(std::move(to_device));
 
   OpDef copy{.name = "copy_", .infer = infer_copy_, .backward = copy_backward};
   copy.flags.inplace = true;
   copy.flags.strided_inputs = true;
   copy.save = kSaveNone;
+  copy.inputs(2);
   R.define(std::move(copy));
 
   OpDef fill{.name = "fill_", .params = {param::f("value")}, .infer = infer_inplace_self, .backward = fill_backward};
   fill.flags.inplace = true;
   fill.flags.strided_inputs = true;
   fill.save = kSaveNone;
+  fill.inputs(1);
   R.define(std::move(fill));
 }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -56,6 +57,7 @@ void register_creation_ops() {
     d.scalar_flops_per_element = scalar_flops;
     d.save = kSaveNone;
     d.flags.random = std::string_view(name).starts_with("rand");
+    d.inputs(0);
     R.define(std::move(d));
   }
 }
@@ -214,6 +216,29 @@ class BorrowedAllocator final : public Allocator {
   void* allocate(size_t) override { return nullptr; }
   void deallocate(void*, size_t) override {}
 };
+
+// The allocator of one borrowed buffer with a deleter: freeing the bytes
+// (only ever when the storage dies: a borrowed storage is never evicted)
+// calls the deleter on the buffer's own pointer, then the allocator goes.
+class DeleterAllocator final : public Allocator {
+ public:
+  DeleterAllocator(void* data, std::function<void(void*)> deleter)
+      : data_(data), deleter_(std::move(deleter)) {}
+  void* allocate(size_t) override { return nullptr; }
+  void deallocate(void*, size_t) override {
+    const std::function<void(void*)> deleter = std::move(deleter_);
+    void* data = data_;
+    delete this;
+    deleter(data);
+  }
+
+ private:
+  void* data_;
+  std::function<void(void*)> deleter_;
+};
+
+Tensor from_blob_impl(void* data, IntList shape, IntList strides, DType dtype, Device device,
+                      std::function<void(void*)> deleter);
 }  // namespace
 
 Tensor from_blob(void* data, IntList shape, DType dtype, Device device) {
@@ -224,10 +249,26 @@ Tensor from_blob(void* data, IntList shape, DType dtype, Device device) {
 }
 
 Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device device) {
+  return from_blob_impl(data, shape, strides, dtype, device, nullptr);
+}
+
+Tensor from_blob(void* data, IntList shape, IntList strides, std::function<void(void*)> deleter,
+                 DType dtype, Device device) {
+  DTR_CHECK(deleter != nullptr, ValueError, "from_blob: the deleter is empty");
+  return from_blob_impl(data, shape, strides, dtype, device, std::move(deleter));
+}
+
+namespace {
+// Checks everything first: nothing after the storage is made throws, so a
+// failed call never runs `deleter`.
+Tensor from_blob_impl(void* data, IntList shape, IntList strides, DType dtype, Device device,
+                      std::function<void(void*)> deleter) {
   check_device(device);  // DeviceError for a device that does not exist
   DTR_CHECK(shape.size() == strides.size(), ValueError,
             "from_blob: shape {} and strides {} differ in length", shape_str(shape.vec()),
             shape_str(strides.vec()));
+  DTR_CHECK(shape.size() <= 16, ValueError, "from_blob: tensors have at most 16 dimensions, got {}",
+            shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     DTR_CHECK(shape[i] >= 0 && strides[i] >= 0, ValueError,
               "from_blob: negative size or stride in shape {} strides {}", shape_str(shape.vec()),
@@ -275,18 +316,24 @@ Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device
   // A storage without bytes reads as evicted: an empty tensor on a null
   // pointer gets a placeholder address instead (nothing is ever read there).
   alignas(8) static std::byte empty_placeholder[8];
-  auto storage = remat::new_storage(nbytes, device);
-  // Borrowed bytes are not the runtime's: they are not counted against the
-  // budget and are never freed or evicted, and lineage never reads them
-  // later (Note [borrowed storage], remat/runtime.cpp).
-  storage->set_data(data != nullptr ? data : empty_placeholder, &borrowed);
-  remat::Runtime::global().mark_borrowed(*storage);
   TensorMeta m;
   m.shape = shape.vec();
   m.strides = strides.vec();
   m.dtype = dtype;
   m.device = device;
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), std::move(m)));
+  auto storage = remat::new_storage(nbytes, device);
+  auto impl = std::make_shared<TensorImpl>(storage, std::move(m));
+  remat::Runtime& rt = remat::Runtime::global();
+  // Borrowed bytes are not the runtime's: they are not counted against the
+  // budget and are never freed or evicted, and lineage never reads them
+  // later (Note [borrowed storage], remat/runtime.cpp). From here on
+  // nothing throws: the storage owns the deleter.
+  Allocator* alloc = &borrowed;
+  if (deleter) alloc = new DeleterAllocator(data, std::move(deleter));
+  storage->set_data(data != nullptr ? data : empty_placeholder, alloc);
+  rt.mark_borrowed(*storage);
+  return Tensor(std::move(impl));
 }
+}  // namespace
 
 }  // namespace dtr

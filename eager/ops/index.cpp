@@ -230,37 +230,45 @@ void register_index_ops() {
 
   OpDef cat = row("cat", infer_cat, cat_backward, kSaveNone, {i("dim", 0)});
   cat.autocast = AutocastPolicy::kPromote;
+  cat.min_inputs = 0;
+  cat.max_inputs = -1;
   R.define(std::move(cat));
 
   // The index (input 1) gets no gradient; backward needs it, so inputs are saved.
   OpDef is = row("index_select", infer_index_select, index_select_backward, kSaveInputs, {i("dim")});
   is.nondiff_inputs = 1u << 1;
+  is.inputs(2);
   R.define(std::move(is));
   OpDef isb = row("index_select_backward", infer_index_select_backward,
                   index_select_backward_backward, kSaveInputs, kScatter);
   isb.nondiff_inputs = 1u << 1;
+  isb.inputs(2);
   R.define(std::move(isb));
 
   OpDef ga = row("gather", infer_gather, gather_backward, kSaveInputs, {i("dim")});
   ga.nondiff_inputs = 1u << 1;
+  ga.inputs(2);
   R.define(std::move(ga));
   OpDef gab = row("gather_backward", infer_gather_backward, gather_backward_backward, kSaveInputs,
                   kScatter);
   gab.nondiff_inputs = 1u << 1;
+  gab.inputs(2);
   R.define(std::move(gab));
 
   OpDef mf = row("masked_fill", infer_masked_fill, masked_fill_backward, kSaveInputs, kFill);
   mf.flags.strided_inputs = true;
   mf.nondiff_inputs = 1u << 1;
+  mf.inputs(2);
   R.define(std::move(mf));
   OpDef mfi = row("masked_fill_", infer_masked_fill_, masked_fill_backward, kSaveInputs, kFill);
   mfi.flags.inplace = true;
   mfi.flags.strided_inputs = true;
   mfi.nondiff_inputs = 1u << 1;
+  mfi.inputs(2);
   R.define(std::move(mfi));
 
-  R.define(row("tril", infer_triangle<true>, tril_backward, kSaveNone, {i("diagonal", 0)}));
-  R.define(row("triu", infer_triangle<false>, triu_backward, kSaveNone, {i("diagonal", 0)}));
+  R.define(row("tril", infer_triangle<true>, tril_backward, kSaveNone, {i("diagonal", 0)}).inputs(1));
+  R.define(row("triu", infer_triangle<false>, triu_backward, kSaveNone, {i("diagonal", 0)}).inputs(1));
 }
 
 }  // namespace ops

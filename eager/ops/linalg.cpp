@@ -146,10 +146,13 @@ void register_linalg_ops() {
   OpDef mm{.name = "matmul", .infer = infer_matmul, .cost = matmul_cost, .backward = matmul_backward};
   mm.flags.strided_inputs = true;
   mm.autocast = AutocastPolicy::kLowerPrecision;
+  mm.inputs(2);
   R.define(std::move(mm));
 
   OpDef lin{.name = "linear", .infer = infer_linear, .cost = linear_cost, .backward = linear_backward};
   lin.autocast = AutocastPolicy::kLowerPrecision;
+  lin.min_inputs = 2;
+  lin.max_inputs = 3;
   R.define(std::move(lin));
 }
 

@@ -211,6 +211,7 @@ void register_loss_ops() {
   softmax.autocast = AutocastPolicy::kFloat32;
   softmax.save = kSaveOutputs;
   softmax.scalar_flops_per_element = 380;  // exp per element: Note [scores]
+  softmax.inputs(1);
   R.define(std::move(softmax));
 
   OpDef log_softmax{.name = "log_softmax", .params = {i("dim")}, .infer = infer_log_softmax_fwd, .cost = loss_cost,
@@ -218,6 +219,7 @@ void register_loss_ops() {
   log_softmax.autocast = AutocastPolicy::kFloat32;
   log_softmax.save = kSaveOutputs;
   log_softmax.scalar_flops_per_element = 380;  // Note [scores]
+  log_softmax.inputs(1);
   R.define(std::move(log_softmax));
 
   OpDef ce{.name = "cross_entropy", .params = kClassLoss, .infer = infer_cross_entropy, .cost = loss_cost,
@@ -226,30 +228,38 @@ void register_loss_ops() {
   ce.save = kSaveInputs;
   ce.nondiff_inputs = 1u << 1;
   ce.scalar_flops_per_element = 350;  // Note [scores]
+  ce.inputs(2);
   R.define(std::move(ce));
 
   OpDef nll{.name = "nll_loss", .params = kClassLoss, .infer = infer_nll_loss, .backward = nll_loss_backward};
   nll.autocast = AutocastPolicy::kFloat32;
   nll.save = kSaveInputs;
   nll.nondiff_inputs = 1u << 1;
+  nll.inputs(2);
   R.define(std::move(nll));
 
   OpDef mse{.name = "mse_loss", .params = {i("reduction", 1)}, .infer = infer_mse_loss, .cost = loss_cost,
             .backward = mse_loss_backward};
   mse.autocast = AutocastPolicy::kFloat32;
   mse.save = kSaveInputs;
+  mse.inputs(2);
   R.define(std::move(mse));
 
   // Kernels of backward rules (run under NoGradGuard: no backward of their own).
   R.define(OpDef{.name = "softmax_backward", .params = {i("dim")}, .infer = infer_softmax_backward, .cost = loss_cost,
-                 .save = kSaveNone});
+                 .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "log_softmax_backward", .params = {i("dim")}, .infer = infer_softmax_backward,
-                 .cost = loss_cost, .save = kSaveNone});
+                 .cost = loss_cost, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "cross_entropy_backward", .params = kClassLoss, .infer = infer_cross_entropy_backward,
-                 .cost = loss_cost, .save = kSaveNone});
-  R.define(OpDef{.name = "nll_loss_backward", .params = kNllGrad, .infer = infer_nll_loss_backward, .save = kSaveNone});
+                 .cost = loss_cost, .save = kSaveNone,
+                 .min_inputs = 3, .max_inputs = 3});
+  R.define(OpDef{.name = "nll_loss_backward", .params = kNllGrad, .infer = infer_nll_loss_backward, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "mse_loss_backward", .params = {i("reduction", 1)}, .infer = infer_mse_loss_backward, .cost = loss_cost,
-                 .save = kSaveNone});
+                 .save = kSaveNone,
+                 .min_inputs = 3, .max_inputs = 3});
 }
 
 }  // namespace ops

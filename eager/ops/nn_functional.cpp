@@ -68,16 +68,20 @@ std::vector<Tensor> dropout_backward(const BackwardContext& ctx, std::span<const
 void register_nn_functional_ops() {
   auto& R = OpRegistry::instance();
   R.define(OpDef{.name = "embedding", .infer = infer_embedding, .backward = embedding_backward,
-                 .nondiff_inputs = 1u << 1});
+                 .nondiff_inputs = 1u << 1,
+                 .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "embedding_backward", .params = {param::i("num_weights")}, .infer = infer_embedding_backward,
-                 .save = kSaveNone});
+                 .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
 
   OpDef drop{.name = "dropout", .params = {param::f("p", 0.5)}, .infer = infer_dropout, .backward = dropout_backward,
              .save = kSaveOutputs};
   drop.flags.random = true;
   drop.scalar_flops_per_element = 640;  // Philox draws: Note [scores]
+  drop.inputs(1);
   R.define(std::move(drop));
-  R.define(OpDef{.name = "dropout_backward", .params = {param::f("p")}, .infer = infer_dropout_backward, .save = kSaveNone});
+  R.define(OpDef{.name = "dropout_backward", .params = {param::f("p")}, .infer = infer_dropout_backward, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
 }
 
 }  // namespace ops

@@ -42,10 +42,12 @@ void check_row_norm(std::span<const TensorMeta> in, const Attrs& a, std::string_
             "{}: input of shape {} does not end with a non-empty normalized_shape {}", op,
             shape_str(x.shape), shape_str(ns));
   DTR_CHECK(a.f("eps") >= 0, ValueError, "{}: eps must be non-negative, got {}", op, a.f("eps"));
+  // The count first: the weight and bias are read from the positions it promises.
+  const size_t n = 1 + size_t(a.b("has_weight")) + size_t(a.b("has_bias"));
+  DTR_CHECK(in.size() == n, ValueError, "{}: expected {} inputs, got {}", op, n, in.size());
   size_t i = 1;
   if (a.b("has_weight")) check_param(x, in[i++], ns, op, "weight");
   if (a.b("has_bias")) check_param(x, in[i++], ns, op, "bias");
-  DTR_CHECK(in.size() == i, ValueError, "{}: expected {} inputs, got {}", op, i, in.size());
 }
 
 OpCost norm_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
@@ -126,10 +128,11 @@ void check_batch_norm(std::span<const TensorMeta> in, size_t first, const Attrs&
             shape_str(x.shape));
   DTR_CHECK(a.f("eps") >= 0, ValueError, "{}: eps must be non-negative, got {}", op, a.f("eps"));
   const Shape c{x.shape[1]};
+  const size_t n = first + size_t(a.b("has_weight")) + size_t(a.b("has_bias"));
+  DTR_CHECK(in.size() == n, ValueError, "{}: expected {} inputs, got {}", op, n, in.size());
   size_t i = first;
   if (a.b("has_weight")) check_param(x, in[i++], c, op, "weight");
   if (a.b("has_bias")) check_param(x, in[i++], c, op, "bias");
-  DTR_CHECK(in.size() == i, ValueError, "{}: expected {} inputs, got {}", op, i, in.size());
 }
 
 DType stats_dtype(DType x) { return x == kFloat64 ? kFloat64 : kFloat32; }
@@ -234,12 +237,16 @@ void register_norm_ops() {
            .backward = layer_norm_backward};
   ln.autocast = AutocastPolicy::kFloat32;
   ln.save = kSaveInputs;
+  ln.min_inputs = 1;
+  ln.max_inputs = 3;
   R.define(std::move(ln));
 
   OpDef rms{.name = "rms_norm", .params = kRmsNorm, .infer = infer_rms_norm, .cost = norm_cost,
             .backward = rms_norm_backward};
   rms.autocast = AutocastPolicy::kFloat32;
   rms.save = kSaveInputs;
+  rms.min_inputs = 1;
+  rms.max_inputs = 3;
   R.define(std::move(rms));
 
   OpDef bn{.name = "batch_norm", .params = kBatchNorm, .infer = infer_batch_norm, .cost = norm_cost,
@@ -247,6 +254,8 @@ void register_norm_ops() {
   bn.autocast = AutocastPolicy::kFloat32;
   bn.save = kSaveInputs;
   bn.scalar_flops_per_element = 90;  // Note [scores]
+  bn.min_inputs = 1;
+  bn.max_inputs = 3;
   R.define(std::move(bn));
 
   OpDef bn_inf{.name = "batch_norm_inference", .params = kBatchNorm, .infer = infer_batch_norm_inference,
@@ -254,6 +263,8 @@ void register_norm_ops() {
   bn_inf.autocast = AutocastPolicy::kFloat32;
   bn_inf.save = kSaveInputs;
   bn_inf.nondiff_inputs = (1u << 1) | (1u << 2);  // the running statistics
+  bn_inf.min_inputs = 3;
+  bn_inf.max_inputs = 5;
   R.define(std::move(bn_inf));
 
   // Never replayed: its output (the running buffer) becomes a constant.
@@ -264,15 +275,19 @@ void register_norm_ops() {
   update.flags.side_effect = true;
   update.flags.strided_inputs = true;
   update.save = kSaveNone;
+  update.inputs(2);
   R.define(std::move(update));
 
   // Kernels of backward rules (run under NoGradGuard: no backward of their own).
   R.define(OpDef{.name = "layer_norm_backward", .params = kLayerNorm, .infer = infer_layer_norm_backward,
-                 .cost = norm_cost, .save = kSaveNone});
+                 .cost = norm_cost, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 3});
   R.define(OpDef{.name = "rms_norm_backward", .params = kRmsNorm, .infer = infer_rms_norm_backward, .cost = norm_cost,
-                 .save = kSaveNone});
+                 .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 3});
   R.define(OpDef{.name = "batch_norm_backward", .params = batch_norm_grad, .infer = infer_batch_norm_backward,
-                 .cost = norm_cost, .save = kSaveNone});
+                 .cost = norm_cost, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 5});
 }
 
 }  // namespace ops

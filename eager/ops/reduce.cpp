@@ -237,21 +237,25 @@ void register_reduce_ops() {
   OpDef sum{.name = "sum", .params = kDims, .infer = infer_sum, .cost = reduce_cost, .backward = sum_backward};
   sum.flags.strided_inputs = true;
   sum.save = kSaveNone;
+  sum.inputs(1);
   R.define(std::move(sum));
 
   OpDef mean{.name = "mean", .params = kDims, .infer = infer_mean, .cost = reduce_cost, .backward = mean_backward};
   mean.flags.strided_inputs = true;
   mean.save = kSaveNone;
+  mean.inputs(1);
   R.define(std::move(mean));
 
   OpDef var{.name = "var", .params = {ints("dims"), b("keepdim", false), i("correction", 1)},
             .infer = infer_var, .cost = reduce_cost, .backward = var_backward};
   var.save = kSaveInputs;
+  var.inputs(1);
   R.define(std::move(var));
 
   OpDef max{.name = "max", .infer = infer_max, .cost = reduce_cost, .backward = max_backward};
   max.flags.strided_inputs = true;
   max.save = kSaveInputs | kSaveOutputs;
+  max.inputs(1);
   R.define(std::move(max));
 
   // Multi-output: (values, indices). Only the indices are needed backward,
@@ -260,20 +264,26 @@ void register_reduce_ops() {
                 .backward = max_dim_backward};
   max_dim.flags.strided_inputs = true;
   max_dim.save = kSaveOutputs;
+  max_dim.inputs(1);
   R.define(std::move(max_dim));
 
   OpDef argmax{.name = "argmax", .params = kDim, .infer = infer_argmax, .cost = reduce_cost};
   argmax.flags.strided_inputs = true;
   argmax.save = kSaveNone;
+  argmax.inputs(1);
   R.define(std::move(argmax));
 
   // Kernels of backward rules (run under NoGradGuard: no backward of their own).
   R.define(OpDef{.name = "sum_backward", .params = {ints("shape"), ints("dims"), i("divisor")},
-                 .infer = infer_sum_backward, .save = kSaveNone});
+                 .infer = infer_sum_backward, .save = kSaveNone,
+                 .min_inputs = 1, .max_inputs = 1});
   R.define(OpDef{.name = "var_backward", .params = {ints("dims"), i("correction")}, .infer = infer_var_backward, .cost = reduce_cost,
-                 .save = kSaveNone});
-  R.define(OpDef{.name = "max_backward", .infer = infer_max_backward, .save = kSaveNone});
-  R.define(OpDef{.name = "max_dim_backward", .params = {ints("shape"), i("dim")}, .infer = infer_max_dim_backward, .save = kSaveNone});
+                 .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
+  R.define(OpDef{.name = "max_backward", .infer = infer_max_backward, .save = kSaveNone,
+                 .min_inputs = 3, .max_inputs = 3});
+  R.define(OpDef{.name = "max_dim_backward", .params = {ints("shape"), i("dim")}, .infer = infer_max_dim_backward, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 2});
 }
 
 }  // namespace ops

@@ -173,6 +173,8 @@ OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t 
   d.flags.inplace = inplace;
   // In-place rows never autocast: a cast copy of self would take the write.
   d.autocast = inplace ? AutocastPolicy::kNone : autocast;
+  // x; the backward rows (grad, saved tensor).
+  d.inputs(d.name.ends_with("_backward") ? 2 : 1);
   return OpRegistry::instance().define(std::move(d));
 }
 

@@ -408,6 +408,7 @@ OpDef view_row(std::string name, InferFn infer, BackwardFn backward,
                std::vector<ParamSpec> params) {
   OpDef d = row(std::move(name), infer, backward, std::move(params));
   d.flags.view = true;
+  d.inputs(1);
   return d;
 }
 
@@ -433,10 +434,12 @@ void register_view_ops() {
   OpDef sb = row("slice_backward", infer_slice_backward, slice_backward_backward,
                  {ints("input_shape"), i("dim"), i("start"), i("step")});
   sb.flags.strided_inputs = true;
+  sb.inputs(1);
   R.define(std::move(sb));
   OpDef selb = row("select_backward", infer_select_backward, select_backward_backward,
                    {ints("input_shape"), i("dim"), i("index")});
   selb.flags.strided_inputs = true;
+  selb.inputs(1);
   R.define(std::move(selb));
 }
 

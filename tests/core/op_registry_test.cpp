@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "eager/dispatch.h"
+#include "eager/ops.h"
 #include "tests/testing.h"
 
 namespace dtr {
@@ -153,6 +155,37 @@ TEST(OpRegistry, DispatchChecksAttributesWhileCheckingIsOn) {
   EXPECT_THROW(dispatch1(sum, {x}, Attrs{{"dims", Shape{0}}, {"keepdims", false}}), ValueError);
   EXPECT_THROW(dispatch1(sum, {x}, Attrs{{"dims", Shape{0}}, {"keepdim", int64_t{0}}}), TypeError);
   EXPECT_THROW(dispatch1(sum, {x}, Attrs{{"keepdim", false}}), ValueError);
+}
+
+// Every row declares how many inputs it takes, so dispatch can refuse a
+// wrong count before an infer function reads past its inputs.
+TEST(OpRegistry, EveryRowDeclaresItsInputCount) {
+  ensure_ops_registered();
+  for (const auto& d : OpRegistry::instance().ops()) {
+    if (d->name.starts_with("test_")) continue;  // rows the tests define
+    EXPECT_GE(d->min_inputs, 0) << d->name;
+    EXPECT_TRUE(d->max_inputs == -1 || d->max_inputs >= d->min_inputs) << d->name;
+  }
+}
+
+TEST(OpRegistry, DispatchRefusesAWrongInputCountNamingTheOp) {
+  const Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  EXPECT_THAT(testing::error_message<ValueError>([&] { dispatch1(op("add"), {x}, Attrs{{"alpha", 1.0}}); }),
+              HasSubstr("add: expected 2 inputs, got 1"));
+  EXPECT_THAT(testing::error_message<ValueError>([&] { dispatch1(op("matmul"), std::span<const Tensor>()); }),
+              HasSubstr("matmul: expected 2 inputs, got 0"));
+  EXPECT_THAT(testing::error_message<ValueError>([&] { dispatch1(op("linear"), {x, x, x, x}); }),
+              HasSubstr("linear: expected 2 to 3 inputs, got 4"));
+  EXPECT_THAT(testing::error_message<ValueError>([&] { dispatch1(op("neg"), {x, x}); }),
+              HasSubstr("neg: expected 1 input, got 2"));
+  // Rows whose count depends on attributes check it before reading the inputs.
+  const Tensor m = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  const Attrs ln{{"norm_shape", Shape{2}}, {"eps", 1e-5}, {"has_weight", true}, {"has_bias", true}};
+  EXPECT_THAT(testing::error_message<ValueError>([&] { dispatch1(op("layer_norm"), {m}, ln); }),
+              HasSubstr("layer_norm: expected 3 inputs, got 1"));
+  const Attrs bn{{"eps", 1e-5}, {"has_weight", true}, {"has_bias", true}};
+  EXPECT_THAT(testing::error_message<ValueError>([&] { dispatch1(op("batch_norm"), {m}, bn); }),
+              HasSubstr("batch_norm: expected 3 inputs, got 1"));
 }
 
 // Attributes own their keys, so keys made at run time may go away.

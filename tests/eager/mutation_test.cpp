@@ -9,21 +9,8 @@ namespace dtr {
 namespace {
 
 using dtr::testing::allclose;
-
-struct BudgetScope {
-  explicit BudgetScope(std::optional<int64_t> b) { remat::set_memory_budget(b); }
-  ~BudgetScope() { remat::set_memory_budget(std::nullopt); }
-};
-
-// Makes and holds tensors well above a 1 MiB budget, so that evictable
-// storages not in use are evicted.
-void churn() {
-  std::vector<Tensor> held;
-  for (int i = 0; i < 8; ++i) {
-    held.push_back(randn({65536}) * 2.0);
-    (void)held.back().sum().item<float>();
-  }
-}
+using dtr::testing::BudgetScope;
+using dtr::testing::churn;
 
 Tensor filled_through_data_ptr(Tensor x) {
   float* p = x.data_ptr<float>();

@@ -248,6 +248,121 @@ TEST_F(Fixture, LockedStoragesAreNeverEvicted) {
   EXPECT_FALSE(a->resident());
 }
 
+// Note [pin guard]: a pinned storage is not a candidate; the allocation
+// that finds only pinned and constant bytes fails with the report and stays
+// under the budget; after the unpin the storage is evictable again.
+TEST_F(Fixture, PinnedStorageSurvivesPressureAndIsEvictableAfterUnpin) {
+  rt.set_memory_budget(2000);
+  auto c = constant(512, 0);
+  auto a = plus_one(c);
+  auto b = std::make_shared<Storage>(1024, Device());
+  {
+    PinGuard pin(a, rt);
+    EXPECT_EQ(find_state(*a)->pin_count, 1);
+    try {
+      rt.allocate(*b);
+      FAIL() << "expected OutOfMemoryError";
+    } catch (const OutOfMemoryError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("pinned 512 bytes"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("Largest pinned storages"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("512 bytes from plus_one"), std::string::npos) << msg;
+    }
+    EXPECT_TRUE(a->resident());
+    EXPECT_FALSE(b->resident());
+    EXPECT_EQ(rt.stats().resident_bytes, 1024);
+    EXPECT_EQ(rt.stats().evictions, 0);
+  }
+  EXPECT_EQ(find_state(*a)->pin_count, 0);
+  rt.allocate(*b);  // now `a` goes
+  EXPECT_FALSE(a->resident());
+  EXPECT_LE(rt.stats().peak_bytes, 2000);
+}
+
+TEST_F(Fixture, OutOfMemoryWhenEverythingIsPinned) {
+  rt.set_memory_budget(1024);
+  auto c = constant(256, 0);
+  std::vector<std::shared_ptr<Storage>> outs;
+  std::vector<PinGuard> pins;
+  for (int i = 0; i < 3; ++i) {
+    outs.push_back(plus_one(c));
+    pins.emplace_back(outs.back(), rt);
+  }
+  auto b = std::make_shared<Storage>(256, Device());
+  const std::string msg = [&] {
+    try {
+      rt.allocate(*b);
+    } catch (const OutOfMemoryError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(msg.find("pinned 768 bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("let the consumers release them"), std::string::npos) << msg;
+  EXPECT_EQ(rt.stats().resident_bytes, 1024);
+  for (const auto& o : outs) EXPECT_TRUE(o->resident());
+  pins.clear();
+  rt.allocate(*b);
+  EXPECT_EQ(rt.stats().evictions, 1);
+}
+
+TEST_F(Fixture, PinRematerializesAnEvictedStorage) {
+  auto c = constant(64, 7);
+  auto a = plus_one(c);
+  rt.set_memory_budget(128);
+  auto filler = std::make_shared<Storage>(64, Device());
+  rt.allocate(*filler);  // evicts a
+  Storage* fp = filler.get();
+  rt.release({&fp, 1});
+  ASSERT_FALSE(a->resident());
+  filler.reset();
+  const int before = replays;
+  PinGuard pin(a, rt);
+  EXPECT_TRUE(a->resident());
+  EXPECT_EQ(replays, before + 1);
+  EXPECT_EQ(*static_cast<uint8_t*>(a->data()), 8);
+  // Under pressure it stays: the allocation fails instead.
+  auto b = std::make_shared<Storage>(64, Device());
+  EXPECT_THROW(rt.allocate(*b), OutOfMemoryError);
+  EXPECT_TRUE(a->resident());
+}
+
+TEST_F(Fixture, PinsAreCountedAndUnpinBalances) {
+  auto c = constant(64, 0);
+  auto a = plus_one(c);
+  rt.pin(*a);
+  rt.pin(*a);
+  rt.unpin(*a);
+  EXPECT_TRUE(is_pinned(*a));
+  rt.unpin(*a);
+  EXPECT_FALSE(is_pinned(*a));
+  EXPECT_THROW(rt.unpin(*a), ValueError);
+  // A guard moves; the moved-from guard pins nothing.
+  PinGuard g1(a, rt);
+  PinGuard g2(std::move(g1));
+  EXPECT_EQ(g1.storage(), nullptr);
+  EXPECT_EQ(find_state(*a)->pin_count, 1);
+  PinGuard g3;
+  g3 = std::move(g2);
+  EXPECT_EQ(find_state(*a)->pin_count, 1);
+  g3.reset();
+  EXPECT_FALSE(is_pinned(*a));
+  EXPECT_THROW(PinGuard(nullptr, rt), ValueError);
+}
+
+// A pinned storage no handle holds keeps its bytes until the unpin, which
+// frees them at once (eager eviction) when lineage can rebuild them.
+TEST_F(Fixture, LastUnpinFreesAStorageNoHandleHolds) {
+  auto c = constant(64, 0);
+  auto a = plus_one(c);
+  PinGuard pin(a, rt);
+  a->handle_count = 0;
+  rt.on_last_handle(*a);
+  EXPECT_TRUE(a->resident());
+  pin.reset();
+  EXPECT_FALSE(a->resident());
+}
+
 TEST_F(Fixture, MutationKeepsTheOldVersionForAnEvictedReader) {
   auto c = constant(16, 5);
   auto d = plus_one(c);  // reads c

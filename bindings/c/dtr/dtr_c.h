@@ -212,8 +212,9 @@ DTR_C_API dtr_status dtr_op_call(const char* name, const dtr_tensor* inputs, siz
 DTR_C_API dtr_status dtr_op_count(size_t* count);
 DTR_C_API dtr_status dtr_op_name(size_t i, const char** name);
 /* The declared parameters of op `name` as "dim (int), keepdim (bool)" or
- * "none", and its input count (-1: any number), in a thread-local buffer
- * valid until the next dtr_op_params on this thread. */
+ * "none" (in a thread-local buffer valid until the next dtr_op_params on this
+ * thread), and into `num_inputs` (may be null) its input count: -1 when the
+ * row takes a varying number (cat, optional bias) or does not declare it. */
 DTR_C_API dtr_status dtr_op_params(const char* name, const char** params, int* num_inputs);
 
 /* ---- autograd --------------------------------------------------------------------- */
@@ -300,9 +301,10 @@ DTR_C_API dtr_status dtr_optimizer_lr(dtr_optimizer o, double* lr);
 
 /* ---- memory budget, statistics, options, seed ----------------------------------------- */
 
-/* The budget of one device in bytes; bytes < 0 removes it (unlimited).
- * Lowering it evicts what no longer fits; DTR_ERR_OUT_OF_MEMORY when the
- * locked working set cannot fit (the budget is then unchanged). */
+/* The budget of one device in bytes (> 0; DTR_ERR_VALUE for 0); bytes < 0
+ * removes it (unlimited). Lowering it evicts what no longer fits now (what
+ * cannot be evicted stays: the next allocation that does not fit is then
+ * DTR_ERR_OUT_OF_MEMORY). DTR_ERR_DEVICE for a device that is absent. */
 DTR_C_API dtr_status dtr_set_memory_budget(dtr_device_type type, int index, int64_t bytes);
 /* -1 when unlimited. */
 DTR_C_API dtr_status dtr_memory_budget(dtr_device_type type, int index, int64_t* bytes);

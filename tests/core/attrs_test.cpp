@@ -29,8 +29,8 @@ TEST(Attrs, MissingIsAValueErrorAndWrongTypeATypeError) {
 TEST(Attrs, HandBuiltAttributesReachingAKernelAreTheCallersError) {
   const bool was = OpRegistry::check_attrs_enabled();
   OpRegistry::set_check_attrs(false);
-  EXPECT_THROW((void)dispatch(op("randn"), {}, Attrs{}), ValueError);
-  EXPECT_THROW((void)dispatch(op("randn"), {}, Attrs{{"shape", 2.0}}), TypeError);
+  EXPECT_THROW((void)dispatch1(op("randn"), {}, Attrs{}), ValueError);
+  EXPECT_THROW((void)dispatch1(op("randn"), {}, Attrs{{"shape", 2.0}}), TypeError);
   OpRegistry::set_check_attrs(was);
 }
 

@@ -136,7 +136,7 @@ TEST(Replay, AMissingKernelIsNotImplementedErrorOnFirstRunAndReplay) {
     const KernelRemoved removed;
     const int runs = g_probe_runs;
     const std::string replay_error =
-        testing::error_message<NotImplementedError>([&] { y.to_vector<float>(); });
+        testing::error_message<NotImplementedError>([&y = y] { y.to_vector<float>(); });
     EXPECT_NE(replay_error.find("test_state_probe: no kernel for device cpu"), std::string::npos)
         << replay_error;
     // A first run fails before it allocates or draws anything.
@@ -153,8 +153,6 @@ TEST(Replay, AMissingKernelIsNotImplementedErrorOnFirstRunAndReplay) {
   EXPECT_EQ(y.to_vector<float>(), before);
 }
 
-}  // namespace
-}  // namespace dtr
 
 // Found by tests/fuzz/fuzz_dispatch: a dtype or device type no enumerator
 // names (a cast integer, as from a binding) went through to() and the
@@ -185,3 +183,6 @@ TEST(DispatchOutputs, InvalidDeviceTypeHasNoBackend) {
   EXPECT_EQ(find_backend(bogus.type), nullptr);
   EXPECT_THROW((void)ones({2}).to(bogus), DeviceError);
 }
+
+}  // namespace
+}  // namespace dtr

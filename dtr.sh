@@ -9,6 +9,8 @@
 #   ./dtr.sh run     setup, build, then the main job: train a GPT on real text
 #                    under half its peak memory (examples/train_gpt, ~3 min)
 #   ./dtr.sh bench   setup, build, run every benchmark in build/benchmarks/
+#   ./dtr.sh fuzz [SECONDS]  clang build of the library and the libFuzzer
+#                    targets in build-fuzz/, each run SECONDS (default 60)
 #   ./dtr.sh bench-sweep  setup, build, then the model-zoo budget sweep, the
 #                    PyTorch comparison and the plots in benchmarks/results/
 #                    (about an hour on two cores)
@@ -154,6 +156,14 @@ bench_sweep() {
   /usr/bin/python3 benchmarks/plot_sweep.py --results "$out"
 }
 
+# fuzz [SECONDS [TARGET...]]: tests/fuzz/ (libFuzzer, clang only).
+fuzz() {
+  setup clang libfuzzer-14-dev
+  CC=clang CXX=clang++ configure_and_build build-fuzz -DDTR_BUILD_FUZZERS=ON -DDTR_BUILD_TESTS=OFF \
+    -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF
+  tests/fuzz/run.sh build-fuzz "${1:-60}" "${@:2}"
+}
+
 usage() {
   sed -n '2,/^set -euo pipefail/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'
 }
@@ -167,6 +177,7 @@ case $cmd in
   run) run_main "$@" ;;
   bench) bench "$@" ;;
   bench-sweep) bench_sweep ;;
+  fuzz) fuzz "$@" ;;
   -h | --help | help) usage ;;
   *)
     usage >&2

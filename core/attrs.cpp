@@ -9,6 +9,17 @@ void AttrKey::too_long(std::string_view name) {
                                name, name.size(), kMaxSize));
 }
 
+void Attrs::missing(std::string_view key) {
+  throw ValueError(fmt::format("missing attribute '{}'", key));
+}
+
+void Attrs::wrong_type(std::string_view key, size_t expected, size_t actual) {
+  // AttrValue's alternatives, in order (ParamType's names).
+  constexpr std::string_view kNames[] = {"int", "float", "bool", "ints", "dtype"};
+  throw TypeError(fmt::format("attribute '{}' expects a value of type {}, got {}", key,
+                              kNames[expected], kNames[actual]));
+}
+
 std::string Attrs::str() const {
   std::string out;
   for (const auto& [k, v] : items_) {

@@ -72,18 +72,9 @@ class Attrs {
   bool b(std::string_view key) const { return get<bool>(key); }
   const Shape& ints(std::string_view key) const { return get<Shape>(key); }
   DType dtype(std::string_view key) const { return get<DType>(key); }
-  int64_t i_or(std::string_view key, int64_t d) const {
-    const AttrValue* v = find(key);
-    return v ? std::get<int64_t>(*v) : d;
-  }
-  double f_or(std::string_view key, double d) const {
-    const AttrValue* v = find(key);
-    return v ? std::get<double>(*v) : d;
-  }
-  bool b_or(std::string_view key, bool d) const {
-    const AttrValue* v = find(key);
-    return v ? std::get<bool>(*v) : d;
-  }
+  int64_t i_or(std::string_view key, int64_t d) const { return get_or<int64_t>(key, d); }
+  double f_or(std::string_view key, double d) const { return get_or<double>(key, d); }
+  bool b_or(std::string_view key, bool d) const { return get_or<bool>(key, d); }
   const auto& items() const { return items_; }
   std::string str() const;
 
@@ -93,13 +84,28 @@ class Attrs {
       if (k == key) return &v;
     return nullptr;
   }
+  // A getter's errors are the caller's: attributes built by hand reach the
+  // kernels unchecked while OpRegistry's checking is off (the default), so
+  // a missing one is a ValueError and one of another type a TypeError (as
+  // OpDef::check_attrs would have said), not an InternalError.
   template <typename T>
   const T& get(std::string_view key) const {
     const AttrValue* v = find(key);
-    DTR_INTERNAL_ASSERT(v != nullptr, "missing attribute '{}'", key);
-    DTR_INTERNAL_ASSERT(std::holds_alternative<T>(*v), "attribute '{}' has another type", key);
-    return std::get<T>(*v);
+    if (v == nullptr) [[unlikely]] missing(key);
+    return checked<T>(key, *v);
   }
+  template <typename T>
+  T get_or(std::string_view key, T d) const {
+    const AttrValue* v = find(key);
+    return v ? checked<T>(key, *v) : d;
+  }
+  template <typename T>
+  static const T& checked(std::string_view key, const AttrValue& v) {
+    if (!std::holds_alternative<T>(v)) [[unlikely]] wrong_type(key, AttrValue(T{}).index(), v.index());
+    return std::get<T>(v);
+  }
+  [[noreturn]] static void missing(std::string_view key);
+  [[noreturn]] static void wrong_type(std::string_view key, size_t expected, size_t actual);
   absl::InlinedVector<std::pair<AttrKey, AttrValue>, 4> items_;
 };
 

@@ -54,6 +54,8 @@ void register_backend(const Backend& b) {
 }
 
 const Backend* find_backend(DeviceType type) {
+  // A cast integer that names no device type has no backend (DeviceError in backend()).
+  if (size_t(type) >= size_t(kNumDeviceTypes)) [[unlikely]] return nullptr;
   return table().backends[size_t(type)].load(std::memory_order_acquire);
 }
 

@@ -55,8 +55,9 @@ std::string OpDef::params_str() const {
 
 void OpDef::check_attrs(const Attrs& attrs) const {
   for (const auto& [key, value] : attrs.items()) {
+    // By name, not [&]: clang before 16 cannot capture a structured binding.
     const auto spec = std::find_if(params.begin(), params.end(),
-                                   [&](const ParamSpec& p) { return p.name == key; });
+                                   [&key = key](const ParamSpec& p) { return p.name == key; });
     DTR_CHECK(spec != params.end(), ValueError,
               "{}: unknown attribute '{}'; the op's parameters are: {}", name, key, params_str());
     DTR_CHECK(param_type_of(value) == spec->type, TypeError,

@@ -267,9 +267,11 @@ std::optional<int64_t> MemoryBudget::resolve(int64_t device_bytes) const {
     case Kind::kBytes: return bytes;
     case Kind::kFraction:
       // Rounded to nearest: 0.6 is stored as 0.59999..., and 60% of 1000
-      // bytes should still be 600.
-      return int64_t(std::llround(static_cast<long double>(fraction) *
-                                  static_cast<long double>(std::max<int64_t>(device_bytes, 0))));
+      // bytes should still be 600. At least one byte: a budget is positive
+      // (set_memory_budget rejects 0), however small the percentage.
+      return std::max<int64_t>(
+          1, int64_t(std::llround(static_cast<long double>(fraction) *
+                                  static_cast<long double>(std::max<int64_t>(device_bytes, 0)))));
   }
   return std::nullopt;
 }

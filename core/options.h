@@ -32,7 +32,9 @@ struct MemoryBudget {
   enum class Kind { kUnlimited, kBytes, kFraction } kind = Kind::kUnlimited;
   int64_t bytes = 0;      // for kBytes
   double fraction = 0.0;  // for kFraction, in (0, 1]
-  /// Bytes for a device of `device_bytes`; nullopt when unlimited.
+  /// Bytes for a device of `device_bytes`; nullopt when unlimited. A
+  /// fraction rounds to the nearest byte and to at least 1 (a budget is
+  /// positive, however small the percentage).
   std::optional<int64_t> resolve(int64_t device_bytes) const;
   friend bool operator==(const MemoryBudget&, const MemoryBudget&) = default;
 };

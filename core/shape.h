@@ -20,10 +20,14 @@ using Strides = absl::InlinedVector<int64_t, 6>;
 class IntList {
  public:
   constexpr IntList() = default;
+#if defined(__GNUC__) && !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
   constexpr IntList(std::initializer_list<int64_t> l) : data_(l.begin()), size_(l.size()) {}  // NOLINT
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
   IntList(const Shape& s) : data_(s.data()), size_(s.size()) {}                  // NOLINT
   IntList(const std::vector<int64_t>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   constexpr IntList(std::span<const int64_t> s) : data_(s.data()), size_(s.size()) {}  // NOLINT

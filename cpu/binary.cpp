@@ -8,7 +8,9 @@
 // blocks if-conversion and so vectorization; no IEEE result depends on the
 // flag (it only promises that floating point exceptions are not observed).
 // Set before any include so every inlined function carries it.
+#if !defined(__clang__)  // GCC only; clang does not assume trapping math by default
 #pragma GCC optimize("no-trapping-math")
+#endif
 
 #include <cmath>
 #include <functional>

@@ -95,6 +95,20 @@ void apply_autocast(const OpDef& op, std::span<const Tensor> in, std::vector<Ten
   }
 }
 
+/// A dtype or device type that no enumerator names (a cast integer, e.g.
+/// DType(99) from a binding or an attribute) reaches the outputs only
+/// through an attribute or a TensorOptions the infer function copied; the
+/// kernels and allocators index tables by them, so they stop here.
+void check_output_metas(const OpDef& op, std::span<const TensorMeta> out_metas) {
+  for (size_t i = 0; i < out_metas.size(); ++i) {
+    const TensorMeta& m = out_metas[i];
+    DTR_CHECK(int(m.dtype) < kNumDTypes, TypeError, "{}: invalid dtype {} for output {}", op.name,
+              int(m.dtype), i);
+    DTR_CHECK(int(m.device.type) < kNumDeviceTypes, ValueError,
+              "{}: invalid device type {} for output {}", op.name, int(m.device.type), i);
+  }
+}
+
 }  // namespace
 
 double estimate_seconds(const OpCost& cost, Device device) {
@@ -162,6 +176,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   std::vector<TensorMeta> out_metas;
   op.infer(in_metas, attrs, out_metas);
   DTR_INTERNAL_ASSERT(!out_metas.empty(), "{}: shape inference produced no output", op.name);
+  check_output_metas(op, out_metas);
 
   // Views: metadata over input 0's storage; no kernel, no lineage (Note [unit of eviction]).
   if (op.flags.view) {

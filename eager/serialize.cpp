@@ -83,12 +83,19 @@ void append_json_string(std::string& out, const std::string& s) {
 // ---- JSON reading -----------------------------------------------------------------
 
 // A parsed JSON value. Objects keep their members in file order.
+struct JsonMember;
 struct Json {
   enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
   bool boolean = false;
   std::string text;  // a string's value or a number's literal
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  // Not std::pair<std::string, Json>: a pair of an incomplete type does not
+  // compile with clang and libstdc++; a vector of one declared later does.
+  std::vector<JsonMember> members;
+};
+struct JsonMember {
+  std::string first;  // the key
+  Json second;
 };
 
 // A strict RFC 8259 parser for the header; nesting is bounded so a hostile
@@ -147,7 +154,7 @@ class JsonParser {
         if (pos_ >= s_.size() || s_[pos_] != '"') fail("expected a string key");
         std::string key = string();
         expect(':');
-        v.members.emplace_back(std::move(key), value(depth + 1));
+        v.members.push_back(JsonMember{std::move(key), value(depth + 1)});
       } while (consume(','));
       expect('}');
     } else if (c == '[') {

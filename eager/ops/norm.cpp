@@ -181,6 +181,9 @@ void infer_batch_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
             dtype_name(in[0].dtype), shape_str(in[1].shape), dtype_name(in[1].dtype));
   const TensorMeta& x = in[1];
   check_floating("batch_norm_backward", x);
+  DTR_CHECK(x.dim() >= 2, ValueError,
+            "batch_norm_backward: expected an input of at least 2 dims (N, C, ...), got shape {}",
+            shape_str(x.shape));
   const Shape c{x.shape[1]};
   const size_t expected = 2 + (a.b("training") ? 0 : 2) + (a.b("has_weight") ? 1 : 0);
   DTR_CHECK(in.size() == expected, ValueError, "batch_norm_backward: expected {} inputs, got {}",

@@ -290,11 +290,14 @@ void infer_select_backward(std::span<const TensorMeta> in, const Attrs& a,
                            std::vector<TensorMeta>& out) {
   const Shape& shape = a.ints("input_shape");
   const int64_t dim = a.i("dim"), index = a.i("index");
+  // A row callable by name (bindings): its attributes are the caller's.
+  DTR_CHECK(dim >= 0 && dim < int64_t(shape.size()), IndexError,
+            "select_backward: dim {} out of range for input shape {}", dim, shape_str(shape));
   Shape expected = shape;
   expected.erase(expected.begin() + dim);
-  DTR_INTERNAL_ASSERT(expected == in[0].shape && index >= 0 && index < shape[size_t(dim)],
-                      "select_backward: gradient of shape {} does not fit input shape {}",
-                      shape_str(in[0].shape), shape_str(shape));
+  DTR_CHECK(expected == in[0].shape && index >= 0 && index < shape[size_t(dim)], ValueError,
+            "select_backward: gradient of shape {} does not fit input shape {} (index {})",
+            shape_str(in[0].shape), shape_str(shape), index);
   out.push_back(out_meta(shape, in[0].dtype, in[0].device));
 }
 

@@ -103,6 +103,21 @@ TEST(MemoryBudget, Percentages) {
   EXPECT_EQ(b->resolve(100'000), 1);
 }
 
+// Found by tests/fuzz/fuzz_options: a percentage too small for the device
+// resolved to 0 bytes, a budget set_memory_budget rejects (and the runtime
+// then took as a budget of nothing).
+TEST(MemoryBudget, TinyPercentageResolvesToAtLeastOneByte) {
+  absl::StatusOr<MemoryBudget> b = parse_memory_budget("0.00000000001%");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->kind, MemoryBudget::Kind::kFraction);
+  EXPECT_EQ(b->resolve(16 * GiB), 1);
+  EXPECT_EQ(b->resolve(1), 1);
+  EXPECT_EQ(b->resolve(0), 1);
+  b = parse_memory_budget("100%");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->resolve(0), 1);
+}
+
 TEST(MemoryBudget, ResolveBytesIgnoresDeviceSize) {
   absl::StatusOr<MemoryBudget> b = parse_memory_budget("1GiB");
   ASSERT_TRUE(b.ok());

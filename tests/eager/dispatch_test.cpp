@@ -7,8 +7,10 @@
 #include <optional>
 #include <string>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/backend.h"
 #include "dtr/dtr.h"
 #include "eager/dispatch_state.h"
 #include "eager/lineage_record.h"
@@ -134,7 +136,7 @@ TEST(Replay, AMissingKernelIsNotImplementedErrorOnFirstRunAndReplay) {
     const KernelRemoved removed;
     const int runs = g_probe_runs;
     const std::string replay_error =
-        testing::error_message<NotImplementedError>([&] { y.to_vector<float>(); });
+        testing::error_message<NotImplementedError>([&y = y] { y.to_vector<float>(); });
     EXPECT_NE(replay_error.find("test_state_probe: no kernel for device cpu"), std::string::npos)
         << replay_error;
     // A first run fails before it allocates or draws anything.
@@ -149,6 +151,37 @@ TEST(Replay, AMissingKernelIsNotImplementedErrorOnFirstRunAndReplay) {
     EXPECT_EQ(g_probe_runs, runs);
   }
   EXPECT_EQ(y.to_vector<float>(), before);
+}
+
+
+// Found by tests/fuzz/fuzz_dispatch: a dtype or device type no enumerator
+// names (a cast integer, as from a binding) went through to() and the
+// factories into the output's metadata, and from there into the allocator
+// and kernel tables.
+TEST(DispatchOutputs, InvalidDTypeIsATypeError) {
+  const Tensor x = ones({2, 3});
+  EXPECT_THAT(testing::error_message<TypeError>([&] { (void)x.to(DType(99)); }),
+              ::testing::HasSubstr("to_dtype: invalid dtype 99 for output 0"));
+  EXPECT_THAT(testing::error_message<TypeError>([&] { (void)zeros({2}, DType(kNumDTypes)); }),
+              ::testing::HasSubstr("invalid dtype 8"));
+  EXPECT_EQ(x.to(kFloat64).dtype(), kFloat64);  // the valid ones still work
+}
+
+TEST(DispatchOutputs, InvalidDeviceTypeIsAValueError) {
+  const Tensor x = ones({2});
+  EXPECT_THAT(testing::error_message<ValueError>([&] {
+                (void)dispatch1(op("to_device"), {x},
+                                Attrs{{"device_type", int64_t{7}}, {"device_index", int64_t{0}}});
+              }),
+              ::testing::HasSubstr("to_device: invalid device type 7 for output 0"));
+}
+
+// The same integer as a Device: no backend, so a DeviceError (it indexed
+// the backend table past its end).
+TEST(DispatchOutputs, InvalidDeviceTypeHasNoBackend) {
+  const Device bogus(DeviceType(7), 0);
+  EXPECT_EQ(find_backend(bogus.type), nullptr);
+  EXPECT_THROW((void)ones({2}).to(bogus), DeviceError);
 }
 
 }  // namespace

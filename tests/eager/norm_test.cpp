@@ -3,6 +3,8 @@
 // gradients checked by finite differences in float64.
 #include <string>
 
+#include <gmock/gmock.h>
+
 #include "dtr/dtr.h"
 #include "tests/testing.h"
 
@@ -202,6 +204,23 @@ TEST(Norm, Gradchecks) {
   EXPECT_TRUE(testing::gradcheck(
       [&](const V& in) { return batch_norm(in[0], rm, rv, in[1], in[2], false); },
       {testing::leaf({2, 3, 2, 2}, 14), testing::leaf({3}, 15), testing::leaf({3}, 16)}));
+}
+
+
+// Found by tests/fuzz/fuzz_dispatch: batch_norm_backward read the channel
+// count x.shape[1] of a 1-D input (past the end of its shape).
+TEST(BatchNormBackward, InputOfFewerThanTwoDimsIsAValueError) {
+  const OpDef& row = op("batch_norm_backward");
+  Attrs a;
+  for (const ParamSpec& p : row.params) {
+    if (p.type == ParamType::kBool) a.set(p.name, false);
+    if (p.type == ParamType::kFloat) a.set(p.name, 0.1);
+    if (p.type == ParamType::kInt) a.set(p.name, int64_t{0});
+  }
+  a.set("training", true);
+  const Tensor x = ones({3});
+  EXPECT_THAT(testing::error_message<ValueError>([&] { (void)dispatch1(row, {x, x}, a); }),
+              ::testing::HasSubstr("expected an input of at least 2 dims (N, C, ...), got shape [3]"));
 }
 
 }  // namespace

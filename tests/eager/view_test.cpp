@@ -313,5 +313,20 @@ TEST(ViewGrad, SliceAndSelectBackwardOpsAreDifferentiable) {
   EXPECT_TRUE(testing::allclose(s, {1, 3, 5, 0, 0, 0, 2, 4, 6, 0, 0, 0}));
 }
 
+// Found by tests/fuzz/fuzz_dispatch: select_backward, a row callable by
+// name, erased dim 5 of a 2-D input shape (past its end) and asserted an
+// internal invariant on what are the caller's attributes.
+TEST(ViewOps, SelectBackwardChecksItsAttributes) {
+  const OpDef& row = op("select_backward");
+  const Tensor g = ones({3});
+  const auto attrs = [](int64_t dim, int64_t index) {
+    return Attrs{{"input_shape", Shape{2, 3}}, {"dim", dim}, {"index", index}};
+  };
+  EXPECT_THROW((void)dispatch1(row, {g}, attrs(5, 0)), IndexError);
+  EXPECT_THROW((void)dispatch1(row, {g}, attrs(-1, 0)), IndexError);
+  EXPECT_THROW((void)dispatch1(row, {g}, attrs(0, 2)), ValueError);  // index past dim 0's 2
+  EXPECT_EQ(dispatch1(row, {g}, attrs(0, 1)).shape(), (Shape{2, 3}));
+}
+
 }  // namespace
 }  // namespace dtr

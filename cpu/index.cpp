@@ -203,7 +203,7 @@ void index_select_kernel(const KernelContext& c) {
 void index_select_backward_kernel(const KernelContext& c) {
   const TensorArg& grad = c.inputs[0];
   const TensorArg& out = c.outputs[0];
-  const int64_t dim = c.attrs.i("dim");
+  const int64_t dim = out.dim() == 0 ? 0 : normalize_dim(c.attrs.i("dim"), out.dim(), "index_select_backward");
   const Split3 s = split3(out.shape, dim);
   const std::vector<int64_t> idx = load_indices(c.inputs[1]);
   check_indices("index_select_backward", idx, dim, s.size);
@@ -277,7 +277,7 @@ void gather_backward_kernel(const KernelContext& c) {
   const TensorArg& grad = c.inputs[0];
   const TensorArg& index = c.inputs[1];
   const TensorArg& out = c.outputs[0];
-  const int64_t dim = c.attrs.i("dim");
+  const int64_t dim = normalize_dim(c.attrs.i("dim"), out.dim(), "gather_backward");
   const GatherGeometry g = gather_geometry(out.shape, index.shape, dim);
   const std::vector<int64_t> idx = load_indices(index);
   check_indices("gather_backward", idx, dim, g.size);

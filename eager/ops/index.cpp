@@ -115,9 +115,36 @@ std::vector<Tensor> index_select_backward(const BackwardContext& ctx, std::span<
   return {dispatch1(o, {g[0], ctx.inputs[1]}, Attrs{{"dim", dim}, {"input_shape", x.shape}})};
 }
 
+/// The `input_shape` of a scatter-style backward row (index_select_backward,
+/// gather_backward) as a shape, and its `dim` normalized against it. These
+/// rows are reachable by name (dispatch, the C API), so their attributes are
+/// checked like any op's: ValueError for a negative size, IndexError for a
+/// dim out of range.
+std::pair<Shape, int64_t> scatter_backward_target(const Attrs& a, std::string_view op) {
+  const IntList sizes = a.ints("input_shape");
+  for (int64_t s : sizes) {
+    DTR_CHECK(s >= 0, ValueError, "{}: input_shape {} has a negative size", op, shape_str(sizes));
+  }
+  Shape shape(sizes.begin(), sizes.end());
+  const int64_t dim = shape.empty() ? 0 : normalize_dim(a.i("dim"), int64_t(shape.size()), op);
+  return {std::move(shape), dim};
+}
+
 void infer_index_select_backward(std::span<const TensorMeta> in, const Attrs& a,
                                  std::vector<TensorMeta>& out) {
-  out.push_back(out_meta(a.ints("input_shape"), in[0].dtype, in[0].device));
+  constexpr std::string_view kOp = "index_select_backward";
+  const TensorMeta& grad = in[0];
+  const TensorMeta& index = in[1];
+  check_index_dtype(kOp, index, /*allow_int32=*/true);
+  auto [shape, dim] = scatter_backward_target(a, kOp);
+  DTR_CHECK(index.dim() <= 1, ValueError, "{}: index must be 0-d or 1-d, got shape {}", kOp,
+            shape_str(index.shape));
+  Shape expected = shape;
+  if (!expected.empty()) expected[size_t(dim)] = index.numel();
+  DTR_CHECK(grad.shape == expected, ValueError,
+            "{}: grad of shape {} does not match input_shape {} with {} indices at dimension {}",
+            kOp, shape_str(grad.shape), shape_str(shape), index.numel(), dim);
+  out.push_back(out_meta(shape, grad.dtype, grad.device));
 }
 
 std::vector<Tensor> index_select_backward_backward(const BackwardContext& ctx,
@@ -154,7 +181,23 @@ std::vector<Tensor> gather_backward(const BackwardContext& ctx, std::span<const 
 
 void infer_gather_backward(std::span<const TensorMeta> in, const Attrs& a,
                            std::vector<TensorMeta>& out) {
-  out.push_back(out_meta(a.ints("input_shape"), in[0].dtype, in[0].device));
+  constexpr std::string_view kOp = "gather_backward";
+  const TensorMeta& grad = in[0];
+  const TensorMeta& index = in[1];
+  check_index_dtype(kOp, index, /*allow_int32=*/false);
+  auto [shape, dim] = scatter_backward_target(a, kOp);
+  DTR_CHECK(grad.shape == index.shape, ValueError,
+            "{}: grad {} and index {} must have the same shape", kOp, shape_str(grad.shape),
+            shape_str(index.shape));
+  DTR_CHECK(index.dim() == int64_t(shape.size()), ValueError,
+            "{}: index {} and input_shape {} must have the same number of dimensions", kOp,
+            shape_str(index.shape), shape_str(shape));
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    DTR_CHECK(d == dim || index.shape[size_t(d)] <= shape[size_t(d)], ValueError,
+              "{}: index {} does not fit input_shape {} at dimension {}", kOp,
+              shape_str(index.shape), shape_str(shape), d);
+  }
+  out.push_back(out_meta(shape, grad.dtype, grad.device));
 }
 
 std::vector<Tensor> gather_backward_backward(const BackwardContext& ctx, std::span<const Tensor> g) {

@@ -269,13 +269,18 @@ void infer_slice_backward(std::span<const TensorMeta> in, const Attrs& a,
   const Shape& shape = a.ints("input_shape");
   const int64_t dim = a.i("dim"), start = a.i("start"), step = a.i("step");
   const Shape& g = in[0].shape;
+  // A row callable by name (bindings): its attributes are the caller's.
+  DTR_CHECK(dim >= 0 && dim < int64_t(shape.size()), IndexError,
+            "slice_backward: dim {} out of range for input shape {}", dim, shape_str(shape));
   bool fits = g.size() == shape.size() && start >= 0 && step > 0;
   for (size_t d = 0; fits && d < g.size(); ++d) {
     if (int64_t(d) != dim) fits = g[d] == shape[d];
   }
   fits = fits && (g[size_t(dim)] == 0 || start + (g[size_t(dim)] - 1) * step < shape[size_t(dim)]);
-  DTR_INTERNAL_ASSERT(fits, "slice_backward: gradient of shape {} does not fit input shape {}",
-                      shape_str(g), shape_str(shape));
+  DTR_CHECK(fits, ValueError,
+            "slice_backward: gradient of shape {} does not fit input shape {} (dim {}, start {}, "
+            "step {})",
+            shape_str(g), shape_str(shape), dim, start, step);
   out.push_back(out_meta(shape, in[0].dtype, in[0].device));
 }
 

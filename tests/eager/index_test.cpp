@@ -326,5 +326,35 @@ TEST(IndexGrad, TrilTriu) {
                                  {testing::leaf({2, 3, 3})}));
 }
 
+// The scatter-style backward rows by name (what the fuzzer reached with
+// dim -1 on gather_backward, whose kernel erased dimension -1 of the shape):
+// attributes are checked like any op's.
+TEST(IndexOps, ScatterBackwardRowsCheckTheirAttributes) {
+  const Tensor idx = from_vector<int64_t>({1, 0}, {2});
+  const Tensor g = ones({2, 3});
+  const OpDef& isb = op("index_select_backward");
+  const auto isb_attrs = [](int64_t dim, Shape shape) {
+    return Attrs{{"dim", dim}, {"input_shape", shape}};
+  };
+  EXPECT_THROW((void)dispatch1(isb, {g, idx}, isb_attrs(2, {4, 3})), IndexError);
+  EXPECT_THROW((void)dispatch1(isb, {g, idx}, isb_attrs(0, {4, 5})), ValueError);
+  EXPECT_THROW((void)dispatch1(isb, {g, idx}, isb_attrs(0, {-4, 3})), ValueError);
+  EXPECT_EQ(dispatch1(isb, {g, idx}, isb_attrs(-2, {4, 3})).shape(), (Shape{4, 3}));
+
+  const OpDef& gab = op("gather_backward");
+  const Tensor gidx = from_vector<int64_t>({0, 1, 1, 0}, {2, 2});
+  const Tensor gg = ones({2, 2});
+  const auto gab_attrs = [](int64_t dim, Shape shape) {
+    return Attrs{{"dim", dim}, {"input_shape", shape}};
+  };
+  EXPECT_THROW((void)dispatch1(gab, {gg, gidx}, gab_attrs(-1, {})), ValueError);
+  EXPECT_THROW((void)dispatch1(gab, {gg, gidx}, gab_attrs(3, {2, 2})), IndexError);
+  EXPECT_THROW((void)dispatch1(gab, {ones({2, 3}), gidx}, gab_attrs(1, {2, 2})), ValueError);
+  EXPECT_THROW((void)dispatch1(gab, {gg, gidx}, gab_attrs(1, {1, 2})), ValueError);
+  EXPECT_THROW((void)dispatch1(gab, {gg, gidx}, gab_attrs(0, {1, 2})), IndexError);  // index 1 past size 1
+  const Tensor r = dispatch1(gab, {gg, gidx}, gab_attrs(-1, {2, 2}));
+  EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace dtr

@@ -328,5 +328,21 @@ TEST(ViewOps, SelectBackwardChecksItsAttributes) {
   EXPECT_EQ(dispatch1(row, {g}, attrs(0, 1)).shape(), (Shape{2, 3}));
 }
 
+// slice_backward by name: a dim past the input shape read the gradient's
+// shape out of range before the fit was checked.
+TEST(ViewOps, SliceBackwardChecksItsAttributes) {
+  const OpDef& row = op("slice_backward");
+  const Tensor g = ones({2, 2});
+  const auto attrs = [](int64_t dim, int64_t start, int64_t step) {
+    return Attrs{{"input_shape", Shape{2, 4}}, {"dim", dim}, {"start", start}, {"step", step}};
+  };
+  EXPECT_THROW((void)dispatch1(row, {g}, attrs(7, 0, 1)), IndexError);
+  EXPECT_THROW((void)dispatch1(row, {g}, attrs(-1, 0, 1)), IndexError);
+  EXPECT_THROW((void)dispatch1(row, {g}, attrs(1, 3, 1)), ValueError);  // past dim 1's 4
+  EXPECT_THROW((void)dispatch1(row, {g}, attrs(1, 0, 0)), ValueError);
+  const Tensor r = dispatch1(row, {g}, attrs(1, 1, 2));
+  EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{0, 1, 0, 1, 0, 1, 0, 1}));
+}
+
 }  // namespace
 }  // namespace dtr

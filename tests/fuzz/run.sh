@@ -11,6 +11,9 @@
 # BUILD_DIR/fuzz-artifacts/<target>/crash-* (or leak-, timeout-, oom-) and
 # replays with `BUILD_DIR/tests/fuzz/<target> <file>`.
 #
+# DTR_FUZZ_SEED (default 1) is libFuzzer's -seed, so a CI run is repeatable;
+# DTR_FUZZ_SEED=0 draws a new seed each run (for exploring locally).
+#
 # To grow a seed corpus with what a longer local run found:
 #   BUILD_DIR/tests/fuzz/<target> -merge=1 tests/fuzz/corpus/<target> <scratch folder>
 set -euo pipefail
@@ -40,7 +43,7 @@ pids=()
 for t in "${targets[@]}"; do
   mkdir -p "$scratch/$t" "$build/fuzz-artifacts/$t" "tests/fuzz/corpus/$t"
   "$build/tests/fuzz/$t" "$scratch/$t" "tests/fuzz/corpus/$t" \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+    -max_total_time="$seconds" -seed="${DTR_FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
     -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t/" \
     >"$scratch/$t.log" 2>&1 &
   pids+=($!)

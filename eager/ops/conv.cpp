@@ -12,6 +12,34 @@ void check_4d(std::string_view op, const TensorMeta& m, std::string_view what) {
             shape_str(m.shape));
 }
 
+/// An attribute of exactly two ints (stride, padding, kernel_size, ...): these
+/// rows are callable by name, so a shorter list is the caller's ValueError,
+/// not a read past its end.
+const Shape& two_ints(const Attrs& a, std::string_view key, std::string_view op) {
+  const Shape& v = a.ints(key);
+  DTR_CHECK(v.size() == 2, ValueError, "{}: {} must have two values, got {}", op, key,
+            shape_str(v));
+  return v;
+}
+
+/// The meta of a gradient row's `key` attribute (input_size, weight_size) as
+/// a tensor of `like`'s dtype and device: ValueError for a negative size.
+TensorMeta meta_of_size(const Attrs& a, std::string_view key, const TensorMeta& like,
+                        std::string_view op) {
+  const Shape& v = a.ints(key);
+  for (int64_t d : v) {
+    DTR_CHECK(d >= 0, ValueError, "{}: {} {} has a negative size", op, key, shape_str(v));
+  }
+  return out_meta(v, like.dtype, like.device);
+}
+
+/// A gradient row's grad_y must have the shape its forward gives `forward_in`.
+void check_grad_fits(std::string_view op, const TensorMeta& grad, const TensorMeta& forward_out) {
+  DTR_CHECK(grad.shape == forward_out.shape, ValueError,
+            "{}: grad of shape {} does not match the forward's output shape {}", op,
+            shape_str(grad.shape), shape_str(forward_out.shape));
+}
+
 // ---- conv2d ------------------------------------------------------------------------
 // attrs: stride, padding, dilation (two ints each), groups.
 
@@ -23,7 +51,8 @@ int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, i
 }
 
 void check_conv_attrs(std::string_view op, const Attrs& a) {
-  const Shape &s = a.ints("stride"), &p = a.ints("padding"), &d = a.ints("dilation");
+  const Shape &s = two_ints(a, "stride", op), &p = two_ints(a, "padding", op),
+              &d = two_ints(a, "dilation", op);
   DTR_CHECK(s[0] > 0 && s[1] > 0, ValueError, "{}: stride must be positive, got {}", op, shape_str(s));
   DTR_CHECK(p[0] >= 0 && p[1] >= 0, ValueError, "{}: padding must be non-negative, got {}", op,
             shape_str(p));
@@ -86,7 +115,13 @@ OpCost conv2d_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> o
 // inputs: grad_y (N, Cout, Ho, Wo), weight; attrs + input_size → grad_x.
 void infer_conv2d_input_grad(std::span<const TensorMeta> in, const Attrs& a,
                              std::vector<TensorMeta>& out) {
-  out.push_back(out_meta(a.ints("input_size"), in[0].dtype, in[0].device));
+  constexpr std::string_view kOp = "conv2d_input_grad";
+  const TensorMeta x = meta_of_size(a, "input_size", in[0], kOp);
+  std::vector<TensorMeta> fwd;
+  const TensorMeta forward_in[2] = {x, in[1]};
+  infer_conv2d(forward_in, a, fwd);
+  check_grad_fits(kOp, in[0], fwd[0]);
+  out.push_back(x);
 }
 OpCost conv2d_input_grad_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                               const Attrs&) {
@@ -96,7 +131,13 @@ OpCost conv2d_input_grad_cost(std::span<const TensorMeta> in, std::span<const Te
 // inputs: grad_y (N, Cout, Ho, Wo), x; attrs + weight_size → grad_weight.
 void infer_conv2d_weight_grad(std::span<const TensorMeta> in, const Attrs& a,
                               std::vector<TensorMeta>& out) {
-  out.push_back(out_meta(a.ints("weight_size"), in[0].dtype, in[0].device));
+  constexpr std::string_view kOp = "conv2d_weight_grad";
+  const TensorMeta w = meta_of_size(a, "weight_size", in[0], kOp);
+  std::vector<TensorMeta> fwd;
+  const TensorMeta forward_in[2] = {in[1], w};
+  infer_conv2d(forward_in, a, fwd);
+  check_grad_fits(kOp, in[0], fwd[0]);
+  out.push_back(w);
 }
 OpCost conv2d_weight_grad_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                                const Attrs&) {
@@ -130,7 +171,8 @@ void infer_pool(std::string_view op, std::span<const TensorMeta> in, const Attrs
   const TensorMeta& x = in[0];
   check_4d(op, x, "input");
   check_floating(op, x);
-  const Shape &k = a.ints("kernel_size"), &s = a.ints("stride"), &p = a.ints("padding");
+  const Shape &k = two_ints(a, "kernel_size", op), &s = two_ints(a, "stride", op),
+              &p = two_ints(a, "padding", op);
   DTR_CHECK(k[0] > 0 && k[1] > 0, ValueError, "{}: kernel_size must be positive, got {}", op,
             shape_str(k));
   DTR_CHECK(s[0] > 0 && s[1] > 0, ValueError, "{}: stride must be positive, got {}", op, shape_str(s));
@@ -161,7 +203,7 @@ void infer_adaptive_avg_pool2d(std::span<const TensorMeta> in, const Attrs& a,
   const TensorMeta& x = in[0];
   check_4d("adaptive_avg_pool2d", x, "input");
   check_floating("adaptive_avg_pool2d", x);
-  const Shape& o = a.ints("output_size");
+  const Shape& o = two_ints(a, "output_size", "adaptive_avg_pool2d");
   DTR_CHECK(o[0] > 0 && o[1] > 0, ValueError,
             "adaptive_avg_pool2d: output_size must be positive, got {}", shape_str(o));
   DTR_CHECK(x.shape[2] > 0 && x.shape[3] > 0, ValueError,
@@ -173,7 +215,25 @@ void infer_adaptive_avg_pool2d(std::span<const TensorMeta> in, const Attrs& a,
 // Pool gradient ops: grad_y (+ indices for max) → grad_x of attrs input_size.
 void infer_pool_backward(std::span<const TensorMeta> in, const Attrs& a,
                          std::vector<TensorMeta>& out) {
-  out.push_back(out_meta(a.ints("input_size"), in[0].dtype, in[0].device));
+  const bool adaptive = a.has("output_size");
+  const bool max = in.size() == 2;  // max_pool2d_backward: grad_y, indices
+  const std::string_view op = adaptive ? "adaptive_avg_pool2d_backward"
+                              : max    ? "max_pool2d_backward"
+                                       : "avg_pool2d_backward";
+  const TensorMeta x = meta_of_size(a, "input_size", in[0], op);
+  std::vector<TensorMeta> fwd;
+  if (adaptive) {
+    infer_adaptive_avg_pool2d({&x, 1}, a, fwd);
+  } else {
+    infer_pool(op, {&x, 1}, a, fwd);
+  }
+  check_grad_fits(op, in[0], fwd[0]);
+  if (max) {
+    DTR_CHECK(in[1].dtype == kInt64 && in[1].shape == in[0].shape, ValueError,
+              "{}: indices must be int64 of the grad's shape {}, got {} {}", op,
+              shape_str(in[0].shape), dtype_name(in[1].dtype), shape_str(in[1].shape));
+  }
+  out.push_back(x);
 }
 
 // Calls the gradient row `o` with the forward's attributes plus input_size.

@@ -30,8 +30,20 @@ void infer_embedding(std::span<const TensorMeta> in, const Attrs&, std::vector<T
 // inputs: grad (*, D), indices (*); attrs num_weights → (V, D).
 void infer_embedding_backward(std::span<const TensorMeta> in, const Attrs& a,
                               std::vector<TensorMeta>& out) {
-  check_index_dtype("embedding_backward", in[1]);
-  out.push_back(out_meta({a.i("num_weights"), in[0].shape.back()}, in[0].dtype, in[0].device));
+  constexpr std::string_view kOp = "embedding_backward";
+  const TensorMeta &grad = in[0], &idx = in[1];
+  check_index_dtype(kOp, idx);
+  // A row callable by name (bindings): grad must be (*indices, D).
+  Shape expected = idx.shape;
+  expected.push_back(grad.dim() > 0 ? grad.shape.back() : 0);
+  DTR_CHECK(grad.dim() > 0 && grad.shape == expected, ValueError,
+            "{}: grad of shape {} does not match indices {} (expected indices' shape plus one "
+            "dimension)",
+            kOp, shape_str(grad.shape), shape_str(idx.shape));
+  const int64_t num_weights = a.i("num_weights");
+  DTR_CHECK(num_weights >= 0, ValueError, "{}: num_weights must be non-negative, got {}", kOp,
+            num_weights);
+  out.push_back(out_meta({num_weights, grad.shape.back()}, grad.dtype, grad.device));
 }
 
 std::vector<Tensor> embedding_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
@@ -55,6 +67,9 @@ void infer_dropout(std::span<const TensorMeta> in, const Attrs&, std::vector<Ten
 // inputs: grad (*), mask bool (*) → grad (*).
 void infer_dropout_backward(std::span<const TensorMeta> in, const Attrs&,
                             std::vector<TensorMeta>& out) {
+  DTR_CHECK(in[1].dtype == kBool && in[1].shape == in[0].shape, ValueError,
+            "dropout_backward: mask must be bool of the grad's shape {}, got {} {}",
+            shape_str(in[0].shape), dtype_name(in[1].dtype), shape_str(in[1].shape));
   out.push_back(out_meta(in[0].shape, in[0].dtype, in[0].device));
 }
 

@@ -317,5 +317,51 @@ TEST(Pool2d, ErrorsNameOp) {
   EXPECT_THROW(adaptive_avg_pool2d(zeros({1, 1, 4, 4}), {1, 2, 3}), ValueError);
 }
 
+// The gradient rows are callable by name (dispatch, the C ABI): attributes
+// that do not fit the forward they invert are the caller's ValueError, not a
+// kernel reading past a buffer (what the dispatch fuzzer reaches).
+TEST(Pool2d, GradientRowsCheckTheirAttributes) {
+  const Attrs pool{{"kernel_size", Shape{2, 2}}, {"stride", Shape{2, 2}}, {"padding", Shape{0, 0}},
+                   {"input_size", Shape{1, 1, 4, 4}}};
+  const Tensor g = ones({1, 1, 2, 2});
+  const OpDef& avg = op("avg_pool2d_backward");
+  EXPECT_EQ(dispatch1(avg, {g}, pool).shape(), (Shape{1, 1, 4, 4}));
+  EXPECT_THROW((void)dispatch1(avg, {ones({1, 1, 3, 3})}, pool), ValueError);
+  Attrs short_kernel = pool;
+  short_kernel.set("kernel_size", Shape{2});
+  EXPECT_THROW((void)dispatch1(avg, {g}, short_kernel), ValueError);
+  Attrs negative = pool;
+  negative.set("input_size", Shape{1, 1, -4, 4});
+  EXPECT_THROW((void)dispatch1(avg, {g}, negative), ValueError);
+  const OpDef& mx = op("max_pool2d_backward");
+  EXPECT_THROW((void)dispatch1(mx, {g, zeros({1, 1, 3, 2}, kInt64)}, pool), ValueError);
+  EXPECT_THROW((void)dispatch1(mx, {g, zeros({1, 1, 2, 2})}, pool), ValueError);  // float indices
+  EXPECT_EQ(dispatch1(mx, {g, zeros({1, 1, 2, 2}, kInt64)}, pool).shape(), (Shape{1, 1, 4, 4}));
+  const Attrs adaptive{{"output_size", Shape{2, 2}}, {"input_size", Shape{1, 1, 4, 4}}};
+  const OpDef& ad = op("adaptive_avg_pool2d_backward");
+  EXPECT_EQ(dispatch1(ad, {g}, adaptive).shape(), (Shape{1, 1, 4, 4}));
+  EXPECT_THROW((void)dispatch1(ad, {ones({1, 1, 3, 2})}, adaptive), ValueError);
+}
+
+TEST(Conv2d, GradientRowsCheckTheirAttributes) {
+  const Attrs conv{{"stride", Shape{1, 1}}, {"padding", Shape{0, 0}}, {"dilation", Shape{1, 1}},
+                   {"groups", int64_t(1)}};
+  Attrs in_grad = conv;
+  in_grad.set("input_size", Shape{1, 2, 4, 4});
+  const Tensor w = ones({3, 2, 3, 3});
+  const OpDef& ig = op("conv2d_input_grad");
+  EXPECT_EQ(dispatch1(ig, {ones({1, 3, 2, 2}), w}, in_grad).shape(), (Shape{1, 2, 4, 4}));
+  EXPECT_THROW((void)dispatch1(ig, {ones({1, 3, 3, 3}), w}, in_grad), ValueError);
+  Attrs short_stride = in_grad;
+  short_stride.set("stride", Shape{1});
+  EXPECT_THROW((void)dispatch1(ig, {ones({1, 3, 2, 2}), w}, short_stride), ValueError);
+  Attrs w_grad = conv;
+  w_grad.set("weight_size", Shape{3, 2, 3, 3});
+  const OpDef& wg = op("conv2d_weight_grad");
+  const Tensor x = ones({1, 2, 4, 4});
+  EXPECT_EQ(dispatch1(wg, {ones({1, 3, 2, 2}), x}, w_grad).shape(), (Shape{3, 2, 3, 3}));
+  EXPECT_THROW((void)dispatch1(wg, {ones({1, 4, 2, 2}), x}, w_grad), ValueError);
+}
+
 }  // namespace
 }  // namespace dtr

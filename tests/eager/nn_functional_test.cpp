@@ -159,5 +159,23 @@ TEST(Dropout, LowerPrecisionKeepsDtype) {
   for (float e : v) EXPECT_TRUE(e == 0.0f || e == 2.0f) << e;
 }
 
+// embedding_backward and dropout_backward by name: shapes that do not fit
+// are the caller's ValueError (the kernels index grad by the indices/mask).
+TEST(NnFunctional, GradientRowsCheckTheirInputs) {
+  const OpDef& eb = op("embedding_backward");
+  const Tensor idx = from_vector<int64_t>({0, 2}, {2});
+  const Attrs nw{{"num_weights", int64_t(3)}};
+  EXPECT_EQ(dispatch1(eb, {ones({2, 4}), idx}, nw).shape(), (Shape{3, 4}));
+  EXPECT_THROW((void)dispatch1(eb, {ones({3, 4}), idx}, nw), ValueError);
+  EXPECT_THROW((void)dispatch1(eb, {ones({}), idx}, nw), ValueError);
+  EXPECT_THROW((void)dispatch1(eb, {ones({2, 4}), idx}, Attrs{{"num_weights", int64_t(-1)}}),
+               ValueError);
+  const OpDef& db = op("dropout_backward");
+  const Attrs p{{"p", 0.5}};
+  EXPECT_EQ(dispatch1(db, {ones({4}), ones({4}, kBool)}, p).shape(), (Shape{4}));
+  EXPECT_THROW((void)dispatch1(db, {ones({4}), ones({5}, kBool)}, p), ValueError);
+  EXPECT_THROW((void)dispatch1(db, {ones({4}), ones({4})}, p), ValueError);
+}
+
 }  // namespace
 }  // namespace dtr

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/half.h"
 #include "core/shape.h"
 
@@ -36,16 +37,39 @@ inline int64_t load_as_int(const std::byte* p, DType t) {
   }
 }
 
+/// ValueError unless the integer dtype `t` holds `v` (c10's checked_convert:
+/// torch.full((2,), 1e300, dtype=torch.int64) raises the same way); the
+/// plain conversion would be undefined behaviour.
+inline void check_fits_integer(double v, DType t, double lo, double hi) {
+  DTR_CHECK(v >= lo && v < hi, ValueError, "value {} cannot be converted to type {} without overflow",
+            v, dtype_name(t));
+}
+
+/// Writes `v` as one element of dtype `t`. Throws ValueError for a value an
+/// integer dtype cannot hold (NaN included); uint8 wraps like PyTorch's.
 inline void store_from_double(std::byte* p, DType t, double v) {
   switch (t) {
     case kFloat32: { float x = float(v); std::memcpy(p, &x, 4); return; }
     case kFloat64: std::memcpy(p, &v, 8); return;
     case kFloat16: { uint16_t x = float_to_half(float(v)); std::memcpy(p, &x, 2); return; }
     case kBFloat16: { uint16_t x = float_to_bfloat16(float(v)); std::memcpy(p, &x, 2); return; }
-    case kInt64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); return; }
-    case kInt32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); return; }
+    case kInt64: {
+      check_fits_integer(v, t, -9223372036854775808.0, 9223372036854775808.0);
+      int64_t x = int64_t(v);
+      std::memcpy(p, &x, 8);
+      return;
+    }
+    case kInt32: {
+      check_fits_integer(v, t, -2147483648.0, 2147483648.0);
+      int32_t x = int32_t(v);
+      std::memcpy(p, &x, 4);
+      return;
+    }
     case kBool: *reinterpret_cast<uint8_t*>(p) = v != 0.0 ? 1 : 0; return;
-    case kUInt8: *reinterpret_cast<uint8_t*>(p) = uint8_t(int64_t(v)); return;
+    case kUInt8:
+      check_fits_integer(v, t, -9223372036854775808.0, 9223372036854775808.0);
+      *reinterpret_cast<uint8_t*>(p) = uint8_t(int64_t(v));
+      return;
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <type_traits>
 
 #include "cpu/elementwise.h"
@@ -184,11 +185,27 @@ void where_kernel(const KernelContext& c) {
 
 // ---- tensor-scalar (attribute "other") ---------------------------------------------------
 
+/// The scalar attribute in the compute type. An integer type must hold it:
+/// the op functions promote a floating scalar first, but a by-name caller's
+/// NaN or 1e30 on an int64 tensor would be an undefined conversion.
+template <typename C>
+C scalar_to(double v, const KernelContext& c, std::string_view op) {
+  if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+    constexpr double lo = double(std::numeric_limits<C>::min());
+    constexpr double hi = 2.0 * double(std::numeric_limits<C>::max() / 2 + 1);  // max + 1, exact
+    DTR_CHECK(v >= lo && v < hi, ValueError,
+              "{}: scalar {} cannot be converted to the integer compute type of a {} result "
+              "without overflow",
+              op, v, dtype_name(c.outputs[0].dtype));
+  }
+  return C(v);
+}
+
 void add_scalar_kernel(const KernelContext& c) {
   const double other = c.attrs.f("other");
   compute_type_dispatch(promoted_with_scalar(c), [&](auto tag) {
     using C = decltype(tag);
-    const C s = C(other);
+    const C s = scalar_to<C>(other, c, "add");
     tensor_scalar<C>(c, [s](C x) { return wrap_add(x, s); });
   });
 }
@@ -197,7 +214,7 @@ void mul_scalar_kernel(const KernelContext& c) {
   const double other = c.attrs.f("other");
   compute_type_dispatch(promoted_with_scalar(c), [&](auto tag) {
     using C = decltype(tag);
-    const C s = C(other);
+    const C s = scalar_to<C>(other, c, "mul");
     tensor_scalar<C>(c, [s](C x) { return wrap_mul(x, s); });
   });
 }
@@ -206,7 +223,7 @@ void div_scalar_kernel(const KernelContext& c) {
   const double other = c.attrs.f("other");
   floating_compute_dispatch(true_division(promoted_with_scalar(c)), "div", [&](auto tag) {
     using C = decltype(tag);
-    const C s = C(other);
+    const C s = scalar_to<C>(other, c, "div");
     tensor_scalar<C>(c, [s](C x) { return x / s; });
   });
 }
@@ -245,7 +262,7 @@ void compare_scalar_kernel(const KernelContext& c) {
   const double other = c.attrs.f("other");
   compute_type_dispatch(promoted_with_scalar(c), [&](auto tag) {
     using C = decltype(tag);
-    const C s = C(other);
+    const C s = scalar_to<C>(other, c, "comparison");
     map_elements<bool, C>(c.outputs[0], {&c.inputs[0]}, [s](C x) -> bool { return Compare{}(x, s); });
   });
 }

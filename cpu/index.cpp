@@ -364,9 +364,11 @@ void triangle_kernel(const KernelContext& c) {
   const TensorArg& x = c.inputs[0];
   const TensorArg& out = c.outputs[0];
   const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
-  const int64_t diagonal = c.attrs.i("diagonal");
   const int64_t isz = itemsize(x.dtype);
   if (rows == 0 || cols == 0) return;
+  // Past the matrix's corners every diagonal keeps (or drops) the same
+  // columns; clamping keeps r + diagonal from overflowing for any int64.
+  const int64_t diagonal = std::clamp<int64_t>(c.attrs.i("diagonal"), -rows - 1, cols + 1);
   parallel_for(x.numel() / cols, std::max<int64_t>(1, (1 << 14) / cols), [&](int64_t b, int64_t e) {
     for (int64_t q = b; q < e; ++q) {
       const int64_t r = q % rows;

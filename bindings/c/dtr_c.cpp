@@ -376,7 +376,15 @@ dtr_status dtr_tensor_item_double(dtr_tensor t, double* value) {
 }
 
 dtr_status dtr_tensor_item_int64(dtr_tensor t, int64_t* value) {
-  return tensor_query(t, value, [](const Tensor& x) { return x.item<int64_t>(); });
+  return tensor_query(t, value, [](const Tensor& x) {
+    if (!is_floating(x.dtype())) return x.item<int64_t>();
+    // A floating value converts only when int64 holds it (c10's
+    // checked_convert); the plain conversion is undefined behaviour.
+    const double v = x.item<double>();
+    DTR_CHECK(v >= -9223372036854775808.0 && v < 9223372036854775808.0, ValueError,
+              "item: value {} cannot be converted to int64 without overflow", v);
+    return int64_t(v);
+  });
 }
 
 dtr_status dtr_tensor_to_device(dtr_tensor t, dtr_device_type type, int index, dtr_tensor* out) {

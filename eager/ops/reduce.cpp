@@ -57,9 +57,17 @@ Shape reduced_shape(const Shape& shape, const Shape& dims, bool keepdim) {
   return out;
 }
 
+/// The number of elements folded into each output element when `shape` is
+/// reduced over `dims` (normalized). ValueError for a dim outside `shape`
+/// (the gradient rows are callable by name with the caller's attributes).
 int64_t reduced_count(const Shape& shape, const Shape& dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= shape[size_t(d)];
+  for (int64_t d : dims) {
+    DTR_CHECK(d >= 0 && d < int64_t(shape.size()), ValueError,
+              "reduction: dim {} out of range for shape {} (dims must be normalized)", d,
+              shape_str(shape));
+    n *= shape[size_t(d)];
+  }
   return n;
 }
 

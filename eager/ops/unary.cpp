@@ -60,7 +60,28 @@ DType clamp_result_dtype(const TensorMeta& x, const Attrs& a) {
             "{}: at least one of 'min' or 'max' must not be None", name.view());
   DTR_CHECK(x.dtype != kBool, TypeError, "{}: not supported for a bool tensor (shape {})",
             name.view(), shape_str(x.shape));
-  return ResultType().tensor(x.dtype, x.dim()).scalar(a.b_or("float_bounds", false)).get();
+  const DType result = ResultType().tensor(x.dtype, x.dim()).scalar(a.b_or("float_bounds", false)).get();
+  if (is_integral(result)) {
+    // A bound of an integer result is converted to its type; a value the
+    // type cannot hold (NaN, out of range: a by-name caller's attributes)
+    // would be undefined behaviour.
+    double lo = 0, hi = 0;
+    switch (result) {
+      case kInt64: lo = -9223372036854775808.0, hi = 9223372036854775808.0; break;
+      case kInt32: lo = -2147483648.0, hi = 2147483648.0; break;
+      case kUInt8: lo = 0, hi = 256; break;
+      default: DTR_INTERNAL_ASSERT(false, "{}: integer dtype {}", name.view(), dtype_name(result));
+    }
+    for (const char* key : {"min", "max"}) {
+      if (!a.has(key)) continue;
+      const double v = a.f(key);
+      DTR_CHECK(v >= lo && v < hi, ValueError,
+                "{}: {} = {} cannot be converted to the result dtype {} (pass a floating bound to "
+                "promote)",
+                name.view(), key, v, dtype_name(result));
+    }
+  }
+  return result;
 }
 
 void infer_clamp(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {

@@ -387,5 +387,19 @@ TEST(BinaryGrad, InPlaceFormsReuseTheOutOfPlaceRules) {
   }
 }
 
+// Tensor-scalar rows by name with a scalar the integer compute type cannot
+// hold (found by the dispatch fuzzer: an undefined NaN-to-int64 conversion).
+TEST(Binary, ScalarRowsRefuseAScalarTheirIntegerTypeCannotHold) {
+  const Tensor x = from_vector<int64_t>({1, 2}, {2});
+  for (const char* name : {"mul_scalar", "add_scalar", "lt_scalar"}) {
+    EXPECT_THROW((void)dispatch1(op(name), {x}, Attrs{{"other", std::nan("")}, {"other_is_float", false}}), ValueError)
+        << name;
+    EXPECT_THROW((void)dispatch1(op(name), {x}, Attrs{{"other", 1e300}, {"other_is_float", false}}), ValueError) << name;
+  }
+  EXPECT_EQ(dispatch1(op("mul_scalar"), {x}, Attrs{{"other", 3.0}, {"other_is_float", false}}).to_vector<int64_t>(),
+            (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ((x * std::nan("")).dtype(), kFloat32);  // the op function promotes, as PyTorch
+}
+
 }  // namespace
 }  // namespace dtr

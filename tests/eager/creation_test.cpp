@@ -262,5 +262,19 @@ TEST(OutOfMemoryReport, NamesTheRematerializationInProgress) {
   EXPECT_TRUE(testing::allclose(x.exp().slice(0, 0, 1), {std::exp(std::exp(1.0) + 2.0)}));
 }
 
+// A fill value an integer dtype cannot hold is a ValueError, as PyTorch's
+// "value cannot be converted to type int64_t without overflow" (found by the
+// dispatch fuzzer as an undefined double-to-int conversion).
+TEST(Creation, FillValueMustFitAnIntegerDtype) {
+  EXPECT_THROW((void)full({2}, 1e300, kInt64), ValueError);
+  EXPECT_THROW((void)full({2}, std::nan(""), kInt32), ValueError);
+  EXPECT_THROW((void)full({2}, 3e9, kInt32), ValueError);
+  Tensor t = zeros({3}, kInt64);
+  EXPECT_THROW(t.fill_(std::numeric_limits<double>::infinity()), ValueError);
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));  // unchanged
+  EXPECT_EQ(full({2}, -7.0, kInt32).to_vector<int32_t>(), (std::vector<int32_t>{-7, -7}));
+  EXPECT_EQ(full({1}, 300.0, kUInt8).to_vector<uint8_t>(), (std::vector<uint8_t>{44}));  // wraps
+}
+
 }  // namespace
 }  // namespace dtr

@@ -1,6 +1,7 @@
 // Joining and indexing: cat, stack, split, chunk, index_select, gather,
 // masked_fill(_), tril, triu. Expected values pasted from torch 1.13; gradient
 // checks in float64; scatter-add backward kernels are deterministic.
+#include <limits>
 #include <string>
 
 #include "dtr/dtr.h"
@@ -354,6 +355,17 @@ TEST(IndexOps, ScatterBackwardRowsCheckTheirAttributes) {
   EXPECT_THROW((void)dispatch1(gab, {gg, gidx}, gab_attrs(0, {1, 2})), IndexError);  // index 1 past size 1
   const Tensor r = dispatch1(gab, {gg, gidx}, gab_attrs(-1, {2, 2}));
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+}
+
+// tril/triu with a diagonal far past the matrix (found by the dispatch
+// fuzzer: r + diagonal overflowed int64).
+TEST(IndexOps, TriangleWithAnExtremeDiagonal) {
+  const Tensor x = ones({2, 3});
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(tril(x, big).to_vector<float>(), x.to_vector<float>());
+  EXPECT_EQ(triu(x, big).to_vector<float>(), (std::vector<float>(6, 0.0f)));
+  EXPECT_EQ(tril(x, -big).to_vector<float>(), (std::vector<float>(6, 0.0f)));
+  EXPECT_EQ(triu(x, -big).to_vector<float>(), x.to_vector<float>());
 }
 
 }  // namespace

@@ -249,5 +249,18 @@ TEST(Reduce, MaxGradientIsSharedAmongTies) {
   EXPECT_TRUE(testing::allclose(y.grad(), {1, 0, 0, 1}));
 }
 
+// sum_backward by name with a dim outside its shape (found by the dispatch
+// fuzzer: it indexed the shape with it).
+TEST(Reduce, SumBackwardChecksItsDims) {
+  const OpDef& row = op("sum_backward");
+  const Tensor g = ones({2});
+  EXPECT_THROW((void)dispatch1(row, {g}, Attrs{{"shape", Shape{2, 3}}, {"dims", Shape{7}}, {"divisor", int64_t(1)}}),
+               ValueError);
+  EXPECT_THROW((void)dispatch1(row, {g}, Attrs{{"shape", Shape{2, 3}}, {"dims", Shape{-1}}, {"divisor", int64_t(1)}}),
+               ValueError);
+  EXPECT_EQ(dispatch1(row, {g}, Attrs{{"shape", Shape{2, 3}}, {"dims", Shape{1}}, {"divisor", int64_t(1)}}).shape(),
+            (Shape{2, 3}));
+}
+
 }  // namespace
 }  // namespace dtr

@@ -371,5 +371,20 @@ TEST(UnaryGrad, InPlaceOpsReuseTheOutOfPlaceRules) {
       {p}));
 }
 
+// clamp by name without float_bounds: a bound an integer result cannot hold
+// (NaN, out of range) is a ValueError, not an undefined conversion (found by
+// the dispatch fuzzer).
+TEST(Unary, ClampBoundsMustFitAnIntegerResult) {
+  const OpDef& row = op("clamp");
+  const Tensor x = from_vector<int64_t>({-5, 0, 7}, {3});
+  EXPECT_THROW((void)dispatch1(row, {x}, Attrs{{"min", std::nan("")}}), ValueError);
+  EXPECT_THROW((void)dispatch1(row, {x}, Attrs{{"max", 1e30}}), ValueError);
+  EXPECT_THROW((void)dispatch1(row, {from_vector<int32_t>({1}, {1})}, Attrs{{"min", 3e9}}),
+               ValueError);
+  EXPECT_EQ(dispatch1(row, {x}, Attrs{{"min", -1.0}, {"max", 5.0}}).to_vector<int64_t>(),
+            (std::vector<int64_t>{-1, 0, 5}));
+  EXPECT_EQ(clamp(x, std::nan(""), std::nullopt).dtype(), kFloat32);  // promoted, as PyTorch
+}
+
 }  // namespace
 }  // namespace dtr

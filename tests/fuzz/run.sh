@@ -11,8 +11,11 @@
 # BUILD_DIR/fuzz-artifacts/<target>/crash-* (or leak-, timeout-, oom-) and
 # replays with `BUILD_DIR/tests/fuzz/<target> <file>`.
 #
-# DTR_FUZZ_SEED (default 1) is libFuzzer's -seed, so a CI run is repeatable;
-# DTR_FUZZ_SEED=0 draws a new seed each run (for exploring locally).
+# Each target also stops after DTR_FUZZ_RUNS inputs (default 20000; -1 = no
+# limit). DTR_FUZZ_SEED (default 1) is libFuzzer's -seed and the kernels run
+# on one thread, so with a run limit the inputs tried are the same every
+# time (a CI run is repeatable; a slower machine tries a prefix of them);
+# DTR_FUZZ_SEED=0 DTR_FUZZ_RUNS=-1 explores with a new seed for SECONDS.
 #
 # To grow a seed corpus with what a longer local run found:
 #   BUILD_DIR/tests/fuzz/<target> -merge=1 tests/fuzz/corpus/<target> <scratch folder>
@@ -36,6 +39,7 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export DTR_LOG=${DTR_LOG:-off}  # the library's warnings would flood the log
+export OMP_NUM_THREADS=1       # one kernel thread: coverage, so the inputs tried, repeat
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -43,7 +47,7 @@ pids=()
 for t in "${targets[@]}"; do
   mkdir -p "$scratch/$t" "$build/fuzz-artifacts/$t" "tests/fuzz/corpus/$t"
   "$build/tests/fuzz/$t" "$scratch/$t" "tests/fuzz/corpus/$t" \
-    -max_total_time="$seconds" -seed="${DTR_FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+    -max_total_time="$seconds" -seed="${DTR_FUZZ_SEED:-1}" -runs="${DTR_FUZZ_RUNS:-20000}" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
     -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t/" \
     >"$scratch/$t.log" 2>&1 &
   pids+=($!)
@@ -52,7 +56,7 @@ status=0
 for i in "${!targets[@]}"; do
   t=${targets[$i]}
   if wait "${pids[$i]}"; then
-    echo "== $t: no findings in ${seconds}s ($(grep -h -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$scratch/$t.log" | grep -o '[0-9]*$' || echo '?') runs)"
+    echo "== $t: no findings ($(grep -h -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$scratch/$t.log" | grep -o '[0-9]*$' || echo '?') runs)"
   else
     status=1
     echo "== $t: FOUND A PROBLEM; the log's end:" >&2

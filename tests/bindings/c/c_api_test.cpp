@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,6 +166,22 @@ TEST_F(CApiTest, TensorRoundTripAndQueries) {
   EXPECT_EQ(got, 41);
   DTR_C_OK(dtr_tensor_free(s2));
   DTR_C_OK(dtr_tensor_free(t));
+
+  // A floating value int64 cannot hold is a ValueError, not undefined
+  // behaviour (what the C API fuzzer found with 9.9e24).
+  for (const float fv : {9.9e24f, -9.9e24f, std::numeric_limits<float>::quiet_NaN()}) {
+    dtr_tensor f = DTR_NULL;
+    DTR_C_OK(dtr_tensor_from_data(&fv, sizeof fv, DTR_FLOAT32, nullptr, 0, &f));
+    EXPECT_EQ(dtr_tensor_item_int64(f, &got), DTR_ERR_VALUE) << fv;
+    EXPECT_NE(std::string(dtr_last_error()).find("overflow"), std::string::npos);
+    DTR_C_OK(dtr_tensor_free(f));
+  }
+  const float three = 3.75f;
+  dtr_tensor f = DTR_NULL;
+  DTR_C_OK(dtr_tensor_from_data(&three, sizeof three, DTR_FLOAT32, nullptr, 0, &f));
+  DTR_C_OK(dtr_tensor_item_int64(f, &got));
+  EXPECT_EQ(got, 3);  // truncated toward zero, as int(3.75)
+  DTR_C_OK(dtr_tensor_free(f));
 }
 
 TEST_F(CApiTest, DLPackRoundTrip) {

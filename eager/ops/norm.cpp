@@ -31,16 +31,21 @@ void check_param(const TensorMeta& x, const TensorMeta& p, const Shape& shape, s
             what, shape_str(shape), shape_str(p.shape), shape_str(x.shape));
 }
 
-/// Checks x against normalized_shape and weight/bias for layer_norm / rms_norm.
-void check_row_norm(std::span<const TensorMeta> in, const Attrs& a, std::string_view op) {
-  const TensorMeta& x = in[0];
-  const Shape& ns = a.ints("norm_shape");
-  check_floating(op, x);
+/// ValueError unless x's shape ends with the non-empty normalized shape `ns`.
+void check_norm_shape(const TensorMeta& x, const Shape& ns, std::string_view op) {
   bool ok = int64_t(ns.size()) <= x.dim() && !ns.empty();
   for (size_t i = 0; ok && i < ns.size(); ++i) ok = x.shape[size_t(x.dim()) - ns.size() + i] == ns[i];
   DTR_CHECK(ok, ValueError,
             "{}: input of shape {} does not end with a non-empty normalized_shape {}", op,
             shape_str(x.shape), shape_str(ns));
+}
+
+/// Checks x against normalized_shape and weight/bias for layer_norm / rms_norm.
+void check_row_norm(std::span<const TensorMeta> in, const Attrs& a, std::string_view op) {
+  const TensorMeta& x = in[0];
+  const Shape& ns = a.ints("norm_shape");
+  check_floating(op, x);
+  check_norm_shape(x, ns, op);
   DTR_CHECK(a.f("eps") >= 0, ValueError, "{}: eps must be non-negative, got {}", op, a.f("eps"));
   // The count first: the weight and bias are read from the positions it promises.
   const size_t n = 1 + size_t(a.b("has_weight")) + size_t(a.b("has_bias"));
@@ -80,6 +85,7 @@ void infer_row_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
   const TensorMeta& x = in[1];
   check_floating(op, x);
   const Shape& ns = a.ints("norm_shape");
+  check_norm_shape(x, ns, op);  // callable by name: the kernels read rows of ns's size
   out.push_back(out_meta(x.shape, x.dtype, x.device));
   if (a.b("has_weight")) {
     DTR_CHECK(in.size() == 3, ValueError, "{}: expected the weight as input 2", op);

@@ -223,5 +223,16 @@ TEST(BatchNormBackward, InputOfFewerThanTwoDimsIsAValueError) {
               ::testing::HasSubstr("expected an input of at least 2 dims (N, C, ...), got shape [3]"));
 }
 
+// The norm gradient rows by name with a norm_shape the input does not end
+// with (found by the dispatch fuzzer: the kernel read before the shape).
+TEST(NormBackwardRows, CheckTheirNormShape) {
+  const Tensor x = ones({2, 3});
+  for (const char* name : {"layer_norm_backward", "rms_norm_backward"}) {
+    const Attrs a{{"norm_shape", Shape{4, 2, 3}}, {"eps", 1e-5}, {"has_weight", false},
+                  {"has_bias", false}};
+    EXPECT_THROW((void)dispatch1(op(name), {x, x}, a), ValueError) << name;
+  }
+}
+
 }  // namespace
 }  // namespace dtr

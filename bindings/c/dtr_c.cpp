@@ -211,6 +211,7 @@ const char* kStatusNames[] = {
     "DTR_ERR_WRONG_THREAD",
     "DTR_ERR_BUSY",
     "DTR_ERR_INTERNAL",
+    "DTR_ERR_RUNTIME",
 };
 
 /// Applies the option `name` of `o` to the running runtime, as its setter

@@ -152,6 +152,12 @@ dtr_status fail_current_exception() noexcept {
     return fail(DTR_ERR_OUT_OF_MEMORY, e.what());
   } catch (const DeviceError& e) {
     return fail(DTR_ERR_DEVICE, e.what());
+  } catch (const InternalError& e) {
+    return fail(DTR_ERR_INTERNAL, e.what());
+  } catch (const Error& e) {
+    // A dtr::Error of no narrower type: autograd misuse such as a second
+    // backward through a freed graph (PyTorch's RuntimeError).
+    return fail(DTR_ERR_RUNTIME, e.what());
   } catch (const std::bad_alloc&) {
     return fail(DTR_ERR_OUT_OF_MEMORY, "host memory allocation failed");
   } catch (const std::exception& e) {

@@ -40,7 +40,7 @@ namespace {
 
 /// The per-call property: a known status, never internal, a message on failure.
 dtr_status check(const char* call, dtr_status s) {
-  if (int(s) < int(DTR_OK) || int(s) > int(DTR_ERR_INTERNAL)) fail(call, s, "not a dtr_status");
+  if (int(s) < int(DTR_OK) || int(s) > int(DTR_ERR_RUNTIME)) fail(call, s, "not a dtr_status");
   if (s == DTR_ERR_INTERNAL) fail(call, s, "an internal error (a bug, by the header)");
   if (s != DTR_OK && dtr_last_error()[0] == '\0') fail(call, s, "failed without a message");
   return s;

@@ -92,7 +92,9 @@ typedef enum dtr_status {
   DTR_ERR_INVALID_ARGUMENT = 8,  /* null out-pointer or array, bad enum value, scope order */
   DTR_ERR_WRONG_THREAD = 9,      /* a thread-local scope ended on another thread */
   DTR_ERR_BUSY = 10,             /* the object is in use by a call on another thread */
-  DTR_ERR_INTERNAL = 11          /* dtr::InternalError or an unexpected exception: a bug */
+  DTR_ERR_INTERNAL = 11,         /* dtr::InternalError or an unexpected exception: a bug */
+  DTR_ERR_RUNTIME = 12           /* dtr::Error of no narrower type (PyTorch's RuntimeError):
+                                    e.g. a second backward through a freed graph */
 } dtr_status;
 
 /* Element types: values fixed, only appended. */

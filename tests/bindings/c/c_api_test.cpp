@@ -44,6 +44,23 @@ TEST_F(CApiTest, StatusNames) {
   EXPECT_STREQ(dtr_status_name(DTR_OK), "DTR_OK");
   EXPECT_STREQ(dtr_status_name(DTR_ERR_WRONG_THREAD), "DTR_ERR_WRONG_THREAD");
   EXPECT_STREQ(dtr_status_name(DTR_ERR_INTERNAL), "DTR_ERR_INTERNAL");
+  EXPECT_STREQ(dtr_status_name(DTR_ERR_RUNTIME), "DTR_ERR_RUNTIME");
+}
+
+// A second backward through a freed graph is the user's error (PyTorch's
+// RuntimeError), not DTR_ERR_INTERNAL, which the header reserves for bugs.
+TEST_F(CApiTest, SecondBackwardIsARuntimeError) {
+  const float v = 2.0f;
+  dtr_tensor x = DTR_NULL, y = DTR_NULL;
+  DTR_C_OK(dtr_tensor_from_data(&v, sizeof v, DTR_FLOAT32, nullptr, 0, &x));
+  DTR_C_OK(dtr_tensor_set_requires_grad(x, 1));
+  const dtr_tensor in[2] = {x, x};
+  DTR_C_OK(dtr_op_call("mul", in, 2, DTR_NULL, &y, 1, nullptr));
+  DTR_C_OK(dtr_tensor_backward(y, DTR_NULL, 0));
+  EXPECT_EQ(dtr_tensor_backward(y, DTR_NULL, 0), DTR_ERR_RUNTIME);
+  EXPECT_STRNE(dtr_last_error(), "");
+  DTR_C_OK(dtr_tensor_free(y));
+  DTR_C_OK(dtr_tensor_free(x));
 }
 
 TEST_F(CApiTest, NullOutPointersAreInvalidArguments) {

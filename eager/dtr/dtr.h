@@ -19,6 +19,7 @@
 #include "eager/ops.h"
 #include "eager/random.h"
 #include "eager/tensor.h"
+#include "remat/planner.h"
 #include "remat/runtime.h"
 #include "remat/trace.h"
 #include "eager/nn/attention.h"

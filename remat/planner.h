@@ -123,9 +123,11 @@ struct PlanOptions {
   bool bisect = true;
   /// Bisection stops when the bracket is narrower than this fraction of the peak.
   double bisect_tolerance = 0.005;
-  /// Unrecorded steps before the recorded one (the first step of a training
-  /// loop allocates the optimizer state; a steady-state step comes after).
-  int warmup_steps = 1;
+  /// Unrecorded steps before the recorded one. Two by default: the first
+  /// step of a training loop creates the optimizer state, whose lineage
+  /// (cloned from the first gradients) lasts into the second; the third is
+  /// the steady state every later step starts from.
+  int warmup_steps = 2;
   /// The device whose budget is planned; default: default_device().
   std::optional<Device> device;
   /// Budget of PlanReport::budgeted as a fraction of the peak; default: the

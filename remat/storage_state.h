@@ -47,6 +47,10 @@ struct StorageState final : StorageHook {
   /// (from_blob), or a writable pointer to them was handed out (data_ptr).
   /// Lineage never reads them later (Note [borrowed storage]).
   bool borrowed = false;
+  /// The planner's recording that has seen this storage, and its id there
+  /// (Note [planner]); 0: none.
+  uint32_t record_generation = 0;
+  uint32_t record_id = 0;
   /// Allocated in one block with its Storage (new_storage), else on its own.
   bool embedded = false;
   /// Hash of the bytes when first computed (DTR_VERIFY); 0 = none.

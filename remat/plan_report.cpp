@@ -358,6 +358,28 @@ std::string diamond(double x, double y, std::string_view colour, std::string_vie
       cls, num(x), num(y - 7), num(x + 7), num(y), num(x), num(y + 7), num(x - 7), num(y), colour);
 }
 
+// `element` (one self-closing tag) with a <title> child, which viewers show
+// on hover.
+std::string with_tooltip(std::string element, std::string_view text) {
+  DTR_INTERNAL_ASSERT(element.size() > 3 && element.ends_with("/>"), "not a self-closing tag: {}",
+                      element);
+  std::string name = element.substr(1, element.find(' ') - 1);
+  element.resize(element.size() - 2);
+  return fmt::format("{}><title>{}</title></{}>", element, xml_escape(text), name);
+}
+
+// What one point is, in a line.
+std::string tooltip(const PlanPoint& p) {
+  std::string head = fmt::format("{} at {} of the peak ({:.2f} MiB)", heuristic_name(p.heuristic),
+                                 fixed(p.fraction, 3), to_mib(p.budget_bytes));
+  if (!p.feasible()) {
+    return fmt::format("{}: {}: {}", head, plan_outcome_name(p.outcome), first_line(p.error, 200));
+  }
+  return fmt::format("{}: slowdown {}x, {} evictions, {} replays, peak {:.2f} MiB", head,
+                     fixed(p.predicted_slowdown, 3), p.evictions, p.recomputed_ops,
+                     to_mib(p.peak_bytes));
+}
+
 // ---------------------------------------------------------------- chart (a)
 
 void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristics, Svg& svg) {
@@ -435,9 +457,11 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
       if (p.feasible()) {
         line.push_back(&p);
       } else if (p.outcome == PlanOutcome::kThrash) {
-        svg.add("{}", triangle(x(p.fraction), band_y(i), colour(i), "infeasible thrash"));
+        svg.add("{}", with_tooltip(triangle(x(p.fraction), band_y(i), colour(i), "infeasible thrash"),
+                                   tooltip(p)));
       } else {
-        svg.add("{}", cross(x(p.fraction), band_y(i), colour(i), "infeasible out-of-memory"));
+        svg.add("{}", with_tooltip(cross(x(p.fraction), band_y(i), colour(i), "infeasible out-of-memory"),
+                                   tooltip(p)));
       }
     }
     std::stable_sort(line.begin(), line.end(),
@@ -450,13 +474,16 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
     svg.add(R"(<polyline id="slowdown-{}" class="slowdown" points="{}" fill="none" stroke="{}" stroke-width="2"/>)",
             name, points, colour(i));
     for (const PlanPoint* p : line) {
-      svg.add(R"(<circle class="point" cx="{}" cy="{}" r="3.5" fill="{}"/>)", num(x(p->fraction)),
-              num(y(p->predicted_slowdown)), colour(i));
+      svg.add("{}", with_tooltip(fmt::format(R"(<circle class="point" cx="{}" cy="{}" r="3.5" fill="{}"/>)",
+                                             num(x(p->fraction)), num(y(p->predicted_slowdown)),
+                                             colour(i)),
+                                 tooltip(*p)));
     }
     const PlanPoint* best = smallest_feasible_of(r, h);
     if (best != nullptr && best->feasible() && usable(*best)) {
       double bx = x(best->fraction), by = y(best->predicted_slowdown);
-      svg.add("{}", diamond(bx, by, colour(i), "smallest-feasible"));
+      svg.add("{}", with_tooltip(diamond(bx, by, colour(i), "smallest-feasible"),
+                                 "smallest feasible: " + tooltip(*best)));
       svg.text(bx + 9, by - 8, fmt::format("{:.2f} MiB", to_mib(best->budget_bytes)),
                fmt::format(R"(font-size="11" fill="{}")", colour(i)));
     }

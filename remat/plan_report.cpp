@@ -443,8 +443,10 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
     double fx = x(double(r.floor_bytes) / double(r.peak_bytes));
     svg.line(fx, plot_top, fx, kChartBottom,
              R"(id="floor" stroke="#000" stroke-dasharray="5 4" stroke-width="1.5")");
-    svg.text(fx + 4, kChartBottom - 6, fmt::format("floor {:.2f} MiB", to_mib(r.floor_bytes)),
-             R"(font-size="11")");
+    bool right = fx < kRight - 110;  // the label beside the line, inside the plot
+    svg.text(right ? fx + 4 : fx - 4, kChartBottom - 6,
+             fmt::format("floor {:.2f} MiB", to_mib(r.floor_bytes)),
+             right ? R"(font-size="11")" : R"(font-size="11" text-anchor="end")");
   }
 
   Legend legend{svg, plot_top + 6};
@@ -484,8 +486,10 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
       double bx = x(best->fraction), by = y(best->predicted_slowdown);
       svg.add("{}", with_tooltip(diamond(bx, by, colour(i), "smallest-feasible"),
                                  "smallest feasible: " + tooltip(*best)));
-      svg.text(bx + 9, by - 8, fmt::format("{:.2f} MiB", to_mib(best->budget_bytes)),
-               fmt::format(R"(font-size="11" fill="{}")", colour(i)));
+      bool right = bx < kRight - 80;
+      svg.text(right ? bx + 9 : bx - 9, by - 8, fmt::format("{:.2f} MiB", to_mib(best->budget_bytes)),
+               fmt::format(R"(font-size="11" fill="{}"{})", colour(i),
+                           right ? "" : R"( text-anchor="end")"));
     }
     legend.row(legend.line_swatch(fmt::format(R"(stroke="{}" stroke-width="2")", colour(i))),
                heuristic_name(h));

@@ -182,12 +182,52 @@ void format_peak(const PlanReport& r, std::string& out) {
 
 // ---------------------------------------------------------------- SVG helpers
 
+// The length of the UTF-8 sequence starting at text[i] when it encodes a
+// character XML 1.0 allows beyond ASCII; 0 when it is malformed (overlong,
+// truncated, a surrogate, past U+10FFFF) or U+FFFE/U+FFFF.
+size_t utf8_char_length(std::string_view text, size_t i) {
+  auto c = static_cast<unsigned char>(text[i]);
+  size_t n = 0;
+  uint32_t cp = 0;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2, cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3, cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4, cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    auto d = static_cast<unsigned char>(text[i + k]);
+    if ((d & 0xC0) != 0x80) return 0;
+    cp = cp << 6 | (d & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+  if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) return 0;
+  return n;
+}
+
 // Text for XML character data and attribute values: the five special
-// characters as entities; control characters XML 1.0 forbids as spaces.
+// characters as entities, control characters XML 1.0 forbids as spaces,
+// bytes that are not UTF-8 as U+FFFD, so that any op name or error message
+// leaves the document well-formed.
 std::string xml_escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      size_t n = utf8_char_length(text, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      } else {
+        out.append(text.substr(i, n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;

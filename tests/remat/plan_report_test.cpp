@@ -441,6 +441,24 @@ TEST(PlanReport, SvgOfDegenerateReports) {
   EXPECT_EQ(find_all(n, "path", "out-of-memory").size(), none.points.size());
 }
 
+TEST(PlanReport, SvgStaysWellFormedForAnyBytesInNames) {
+  PlanReport r = full_report();
+  r.peak_by_op[0].op = "caf\xc3\xa9 \xff\xfe \xc0\xaf \xed\xa0\x80 \xef\xbf\xbe \xe2\x82";
+  r.peak_by_op[2].op = "ctl\x01\x1f]]>";
+  r.points[9].error = "oom\x80 <b>&amp;";  // dtr_eq at 0.2
+  Parsed p = parse_valid_svg(plan_svg(r));
+  std::vector<std::string> texts;
+  for (const Element& e : p.elements) texts.push_back(e.text);
+  auto has = [&](const std::string& t) { return std::find(texts.begin(), texts.end(), t) != texts.end(); };
+  // Valid UTF-8 kept; each byte of a malformed sequence (stray, overlong,
+  // surrogate, U+FFFE, truncated) replaced by U+FFFD.
+  const std::string bad = "\xef\xbf\xbd";
+  EXPECT_TRUE(has("caf\xc3\xa9 " + bad + bad + " " + bad + bad + " " + bad + bad + bad + " " + bad +
+                  bad + bad + " " + bad + bad + ": 12.00 MiB (12 storages)"));
+  EXPECT_TRUE(has("ctl  ]]>: 10.00 MiB (10 storages)"));
+  EXPECT_TRUE(has("dtr_eq at 0.200 of the peak (20.00 MiB): out_of_memory: oom" + bad + " <b>&amp;"));
+}
+
 TEST(PlanReport, SvgDownsamplesALongTimelineKeepingThePeak) {
   constexpr int64_t kSamples = 100000;
   constexpr size_t kSpike = 61237;

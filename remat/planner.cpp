@@ -6,12 +6,17 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/error.h"
+#include "core/logging.h"
+#include "core/op_registry.h"
 #include "remat/runtime.h"
 #include "remat/storage_state.h"
 
@@ -97,21 +102,30 @@ uint32_t pack(uint32_t id, bool held) { return id << 1 | uint32_t(held); }
 // address is a new one); the snapshot's storages have ids 1..n.
 class Recorder final : public RuntimeObserver {
  public:
-  Recorder(StepTrace& t, uint32_t generation) : t_(t), generation_(generation) {
+  /// `next`: a recording already in progress (DTR_PLAN's), told of every
+  /// call too.
+  Recorder(StepTrace& t, uint32_t generation, int slot, RuntimeObserver* next = nullptr)
+      : t_(t), generation_(generation), slot_(slot), next_(next) {
     t_.decls.resize(t_.start.storages.size() + 1);
     mark_ = Clock::now();
   }
 
   void on_allocate(Storage& s) override {
+    if (next_) next_->on_allocate(s);
     push(Ev::kAllocate, id(s, /*fresh=*/true));
     mark_ = Clock::now();
   }
   void on_acquire(std::span<Storage* const> ss) override {
+    if (next_) next_->on_acquire(ss);
     push_list(Ev::kAcquire, ss);
     mark_ = Clock::now();
   }
-  void on_release(std::span<Storage* const> ss) override { push_list(Ev::kRelease, ss); }
+  void on_release(std::span<Storage* const> ss) override {
+    if (next_) next_->on_release(ss);
+    push_list(Ev::kRelease, ss);
+  }
   void on_record(const Node& n) override {
+    if (next_) next_->on_record(n);
     const double kernel = std::chrono::duration<double>(Clock::now() - mark_).count();
     NodeRecord r;
     r.op_name = n.op_name;
@@ -138,9 +152,16 @@ class Recorder final : public RuntimeObserver {
     t_.nodes.push_back(r);
     t_.events.push_back(e);
   }
-  void on_register_constant(Storage& s) override { push(Ev::kRegisterConstant, id(s, false)); }
-  void on_mark_borrowed(Storage& s) override { push(Ev::kMarkBorrowed, id(s, false)); }
+  void on_register_constant(Storage& s) override {
+    if (next_) next_->on_register_constant(s);
+    push(Ev::kRegisterConstant, id(s, false));
+  }
+  void on_mark_borrowed(Storage& s) override {
+    if (next_) next_->on_mark_borrowed(s);
+    push(Ev::kMarkBorrowed, id(s, false));
+  }
   void on_before_mutation(Storage& s, bool keep_old, Storage* old) override {
+    if (next_) next_->on_before_mutation(s, keep_old, old);
     Event e{Ev::kBeforeMutation};
     e.id = id(s, false);
     e.flag = keep_old;
@@ -151,33 +172,41 @@ class Recorder final : public RuntimeObserver {
     mark_ = Clock::now();
   }
   void on_last_handle(Storage& s) override {
+    if (next_) next_->on_last_handle(s);
     // Storages no event has named yet (a tensor made and dropped without
     // reaching the runtime) do not matter to the simulation.
     if (known(s)) push(Ev::kLastHandle, id(s, false));
   }
-  void on_pin(Storage& s) override { push(Ev::kPin, id(s, false)); }
-  void on_unpin(Storage& s) override { push(Ev::kUnpin, id(s, false)); }
+  void on_pin(Storage& s) override {
+    if (next_) next_->on_pin(s);
+    push(Ev::kPin, id(s, false));
+  }
+  void on_unpin(Storage& s) override {
+    if (next_) next_->on_unpin(s);
+    push(Ev::kUnpin, id(s, false));
+  }
   void on_destroy(Storage& s) override {
+    if (next_) next_->on_destroy(s);
     if (known(s)) push(Ev::kDestroy, id(s, false));
   }
 
  private:
   bool known(const Storage& s) const {
     const StorageState* st = find_state(s);
-    return st != nullptr && st->record_generation == generation_;
+    return st != nullptr && st->record_generation[slot_] == generation_;
   }
   uint32_t id(Storage& s, bool fresh) {
     StorageState& st = state(s);
-    if (st.record_generation != generation_) {
-      st.record_generation = generation_;
-      st.record_id = uint32_t(t_.decls.size());
+    if (st.record_generation[slot_] != generation_) {
+      st.record_generation[slot_] = generation_;
+      st.record_id[slot_] = uint32_t(t_.decls.size());
       Decl d;
       d.nbytes = s.nbytes();
       d.device = s.device();
       d.fresh = fresh;
       t_.decls.push_back(d);
     }
-    return st.record_id;
+    return st.record_id[slot_];
   }
   void push(Ev kind, uint32_t id) {
     Event e{kind};
@@ -194,6 +223,8 @@ class Recorder final : public RuntimeObserver {
 
   StepTrace& t_;
   uint32_t generation_;
+  int slot_;  // StorageState::record_id's slot
+  RuntimeObserver* next_;
   Clock::time_point mark_;
 };
 
@@ -426,20 +457,26 @@ class BudgetsLifted {
   std::vector<std::pair<Device, std::optional<int64_t>>> saved_;
 };
 
+// Recording generations of plan() (StorageState::record_generation[0]);
+// DTR_PLAN's whole-run recording has slot 1 to itself.
+constexpr uint32_t kProgramGeneration = 1;
+std::atomic<uint32_t> g_generations{0};
+
 std::shared_ptr<StepTrace> record_unbudgeted(const std::function<void()>& step) {
-  static std::atomic<uint32_t> generations{0};
-  const uint32_t generation = ++generations;
+  const uint32_t generation = ++g_generations;
   Runtime& rt = Runtime::global();
   auto t = std::make_shared<StepTrace>();
   t->heuristic = rt.heuristic();
   t->sample = rt.sample_mode();
   t->min_evict_bytes = rt.min_evict_bytes();
   t->start = rt.snapshot(generation);
-  Recorder recorder(*t, generation);
+  RuntimeObserver* const outer = rt.observer();
+  Recorder recorder(*t, generation, /*slot=*/0, outer);
   struct Detach {
     Runtime& rt;
-    ~Detach() { rt.set_observer(nullptr); }
-  } detach{rt};
+    RuntimeObserver* outer;
+    ~Detach() { rt.set_observer(outer); }
+  } detach{rt, outer};
   rt.set_observer(&recorder);
   const auto t0 = Clock::now();
   step();
@@ -680,6 +717,78 @@ PlanReport plan(const std::function<void()>& step, const std::vector<double>& fr
   PlanOptions o;
   o.fractions = fractions;
   return plan(step, o);
+}
+
+}  // namespace dtr::remat
+
+namespace dtr::remat {
+
+namespace {
+
+// DTR_PLAN: the whole run, recorded from the runtime's start to exit.
+struct ProgramPlan {
+  Runtime* rt = nullptr;
+  std::string base;  // path without a .txt or .svg ending
+  StepTrace trace;
+  std::unique_ptr<Recorder> recorder;
+  Clock::time_point start;
+};
+ProgramPlan* g_program_plan = nullptr;  // never destroyed: storages may outlive static destruction
+
+void write_text(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  DTR_CHECK(f != nullptr, ValueError, "DTR_PLAN: cannot open '{}' for writing", path);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  DTR_CHECK(std::fclose(f) == 0 && ok, ValueError, "DTR_PLAN: cannot write '{}'", path);
+}
+
+void finish_program_plan() {
+  ProgramPlan& p = *g_program_plan;
+  p.rt->set_observer(nullptr);
+  p.trace.step_seconds = elapsed(p.start);
+  try {
+    PlanOptions o;
+    const Device d = default_device();
+    const MemoryBudget b = global_options().memory_budget.for_device(d, true);
+    if (const auto bytes = b.resolve(backend(d).memory_bytes(d.index))) o.budget_bytes.push_back(*bytes);
+    const PlanReport r = plan_trace(p.trace, o);
+    const std::string table = format_plan(r);
+    std::fputs(table.c_str(), stderr);
+    write_text(p.base + ".txt", table);
+    write_plan_svg(r, p.base + ".svg");
+    std::fprintf(stderr, "DTR_PLAN: wrote %s.txt and %s.svg\n", p.base.c_str(), p.base.c_str());
+  } catch (const std::exception& e) {
+    logger().error("DTR_PLAN: no plan written: {}", e.what());
+  }
+}
+
+}  // namespace
+
+void start_program_plan(Runtime& rt, const std::string& path) {
+  if (g_program_plan != nullptr) return;
+  auto p = std::make_unique<ProgramPlan>();
+  p->rt = &rt;
+  p->base = path;
+  for (const char* ext : {".txt", ".svg"}) {
+    if (p->base.size() > 4 && p->base.compare(p->base.size() - 4, 4, ext) == 0) p->base.resize(p->base.size() - 4);
+  }
+  p->trace.heuristic = rt.heuristic();
+  p->trace.sample = rt.sample_mode();
+  p->trace.min_evict_bytes = rt.min_evict_bytes();
+  p->trace.start = rt.snapshot(kProgramGeneration, /*slot=*/1);
+  p->recorder = std::make_unique<Recorder>(p->trace, kProgramGeneration, /*slot=*/1);
+  if (global_options().memory_budget != MemoryBudgetSpec{})
+    logger().warn("DTR_PLAN records this run with no memory budget: DTR_MEMORY_BUDGET is planned, not applied");
+  // What the handler reads at exit is built before it is registered, so
+  // it is destroyed after the handler runs (the op registry holds the op
+  // names the trace points to).
+  (void)OpRegistry::instance();
+  (void)backend(default_device());
+  (void)logger();
+  p->start = Clock::now();
+  rt.set_observer(p->recorder.get());
+  g_program_plan = p.release();
+  std::atexit(finish_program_plan);
 }
 
 }  // namespace dtr::remat

@@ -18,6 +18,7 @@
 #include "core/logging.h"
 #include "core/op_registry.h"
 #include "core/options.h"
+#include "remat/planner.h"
 #include "remat/policy.h"
 #include "remat/trace_file.h"
 
@@ -864,12 +865,15 @@ Runtime& Runtime::global() {
   static Runtime* rt = [] {
     auto r = std::make_unique<Runtime>();  // never destroyed: storages may outlive static destruction
     const Options& o = global_options();
-    r->impl_->budgets_from_options = true;  // each device's budget, when first seen
+    // Each device's budget, when first seen; DTR_PLAN records the run with
+    // none and only plans DTR_MEMORY_BUDGET (Note [planner]).
+    r->impl_->budgets_from_options = o.plan_path.empty();
     r->set_heuristic(o.heuristic);
     r->set_sample_mode(o.sample);
     r->set_min_evict_bytes(o.min_evict_bytes);
     r->set_cost_model(o.cost);
     r->set_verify(o.verify);
+    if (!o.plan_path.empty()) start_program_plan(*r, o.plan_path);
     if (!o.trace_path.empty()) {
       try {
         r->set_trace_path(o.trace_path);
@@ -1319,12 +1323,18 @@ void Runtime::set_observer(RuntimeObserver* observer) {
   impl_->observer = observer;
 }
 
+RuntimeObserver* Runtime::observer() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->observer;
+}
+
 void Runtime::set_simulated(bool on) {
   std::lock_guard lock(impl_->mu);
   impl_->simulated = on;
 }
 
-RuntimeSnapshot Runtime::snapshot(uint32_t generation) const {
+RuntimeSnapshot Runtime::snapshot(uint32_t generation, int slot) const {
+  DTR_CHECK(slot == 0 || slot == 1, ValueError, "snapshot: slot must be 0 or 1, got {}", slot);
   std::lock_guard lock(impl_->mu);
   RuntimeSnapshot snap;
   snap.clock = impl_->clock;
@@ -1402,8 +1412,8 @@ RuntimeSnapshot Runtime::snapshot(uint32_t generation) const {
   }
   for (size_t i = 0; i < order.size(); ++i) {
     StorageState& st = state(*const_cast<Storage*>(order[i]));
-    st.record_generation = generation;
-    st.record_id = uint32_t(i + 1);
+    st.record_generation[slot] = generation;
+    st.record_id[slot] = uint32_t(i + 1);
   }
   return snap;
 }

@@ -256,12 +256,13 @@ class Runtime final {
   // ---- recording and simulation (Note [planner]) ---------------------------
   /// Reports every call of the op path to `observer` (not owned; null: none).
   void set_observer(RuntimeObserver* observer);
+  RuntimeObserver* observer() const;
   /// The bytes of this runtime's storages are not real (the planner's
   /// simulated allocator): they are never read, copied or hashed.
   void set_simulated(bool on);
-  /// The state now. Each storage in it has StorageState::record_id set to
-  /// its index + 1 and record_generation to `generation`.
-  RuntimeSnapshot snapshot(uint32_t generation) const;
+  /// The state now. Each storage in it has StorageState::record_id[slot]
+  /// set to its index + 1 and record_generation[slot] to `generation`.
+  RuntimeSnapshot snapshot(uint32_t generation, int slot = 0) const;
   /// Rebuilds `snap` in this runtime, which must hold no storage yet: the
   /// storages (resident ones take bytes from their device's allocator, with
   /// no budget in force), lineage, flags, last accesses, the clock and the

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "dtr/dtr.h"
+#include "tests/child_process.h"
 #include "tests/testing.h"
 
 namespace dtr {
@@ -403,6 +404,35 @@ TEST(Planner, AStepThatThrowsLeavesNothingBehind) {
   calls = 10;
   const remat::PlanReport r = remat::plan(step, o);
   EXPECT_EQ(r.ops, 1);
+}
+
+// DTR_PLAN records a whole program with no budget (DTR_MEMORY_BUDGET is
+// planned, not applied) and writes the table and the SVG at exit.
+TEST(Planner, DtrPlanPlansAWholeProgramAtExit) {
+  const auto exe = testing::built_program("tests", "dtr_plan_child");
+  ASSERT_TRUE(exe.has_value()) << "dtr_plan_child is built with the tests";
+  testing::TempDir dir;
+  const std::string base = (dir.path / "run").string();
+  const testing::Output r =
+      testing::run_child(*exe, {}, {{"DTR_PLAN", base + ".svg"}, {"DTR_MEMORY_BUDGET", "300KiB"}});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_NE(r.out.find("evictions 0 recomputed_ops 0 budget none"), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("DTR_MEMORY_BUDGET is planned, not applied"), std::string::npos) << r.all();
+  const std::string table = testing::read_all(dir.path / "run.txt");
+  const std::string svg = testing::read_all(dir.path / "run.svg");
+  EXPECT_NE(table.find("dtr_eq"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.29"), std::string::npos) << "300 KiB as MiB:\n" << table;
+  EXPECT_NE(r.err.find(table.substr(0, 40)), std::string::npos) << r.all();
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  // The same program without DTR_PLAN: its losses are the planned run's.
+  const testing::Output plain = testing::run_child(*exe, {}, {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  EXPECT_EQ(plain.out, r.out);
+  // An unwritable path: the run still succeeds; the error is logged.
+  const testing::Output bad = testing::run_child(*exe, {}, {{"DTR_PLAN", "/nonexistent/dir/plan"}});
+  EXPECT_EQ(bad.exit_code, 0) << bad.all();
+  EXPECT_NE(bad.err.find("no plan written"), std::string::npos) << bad.all();
 }
 
 }  // namespace

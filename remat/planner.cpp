@@ -382,7 +382,7 @@ struct FloorScan {
   int64_t locked = 0, constants = 0;
   std::vector<std::pair<int64_t, std::string>> members;
 };
-FloorScan scan_floor(const Simulation& sim, Device device, bool with_members, std::string_view op) {
+FloorScan scan_floor(const Simulation& sim, Device device, std::string_view op) {
   FloorScan f;
   absl::flat_hash_set<const Storage*> seen;
   for (const auto& s : sim.table()) {
@@ -398,7 +398,7 @@ FloorScan scan_floor(const Simulation& sim, Device device, bool with_members, st
     } else {
       continue;
     }
-    if (with_members) {
+    {
       std::string what;
       if (in_use) {
         what = fmt::format("in use by '{}'", op);
@@ -549,7 +549,6 @@ namespace {
 // The unbudgeted simulation that fills the report's recording figures:
 // peak, timeline, floor and what is resident at the peak.
 void analyse(const StepTrace& t, Device device, PlanReport& r) {
-  const std::string_view none;
   {
     Simulation sim(t, t.heuristic, 1e9);
     Runtime& rt = sim.runtime();
@@ -572,11 +571,11 @@ void analyse(const StepTrace& t, Device device, PlanReport& r) {
       r.unbudgeted.resident_bytes.push_back(resident);
       r.unbudgeted.evictions.push_back(0);
       r.unbudgeted.replays.push_back(0);
-      const FloorScan f = scan_floor(sim, device, false, none);
-      if (f.locked + f.constants > r.floor_bytes) {
-        r.floor_bytes = f.locked + f.constants;
-        r.floor_locked_bytes = f.locked;
-        r.floor_constant_bytes = f.constants;
+      // Every resident storage is a candidate, or locked, pinned or a
+      // constant: the floor at this op is what the candidates leave.
+      const Stats st = rt.stats(device);
+      if (st.resident_bytes - st.evictable_bytes > r.floor_bytes) {
+        r.floor_bytes = st.resident_bytes - st.evictable_bytes;
         r.floor_op = std::string(n.op_name);
       }
     }
@@ -606,10 +605,12 @@ void analyse(const StepTrace& t, Device device, PlanReport& r) {
                   [](const PeakShare& a, const PeakShare& b) { return a.bytes > b.bytes; });
       }
       if (!floor_done && t.events[i].kind == Ev::kRecord) {
-        const FloorScan f = scan_floor(again, device, false, none);
-        if (f.locked + f.constants == r.floor_bytes) {
+        const Stats st = again.runtime().stats(device);
+        if (st.resident_bytes - st.evictable_bytes == r.floor_bytes) {
           floor_done = true;
-          FloorScan members = scan_floor(again, device, true, t.nodes[t.events[i].other].op_name);
+          FloorScan members = scan_floor(again, device, t.nodes[t.events[i].other].op_name);
+          r.floor_locked_bytes = members.locked;
+          r.floor_constant_bytes = members.constants;
           std::sort(members.members.begin(), members.members.end(),
                     [](const auto& a, const auto& b) { return a.first > b.first; });
           for (size_t k = 0; k < std::min<size_t>(8, members.members.size()); ++k)

@@ -42,6 +42,7 @@ void CandidatePool::add(Storage& s) {
   if (state.pool_index >= 0) return sync(s);
   state.pool_index = int64_t(items_.size());
   fill(items_.emplace_back(), s);
+  bytes_ += s.nbytes();
 }
 
 void CandidatePool::remove(Storage& s) {
@@ -54,6 +55,7 @@ void CandidatePool::remove(Storage& s) {
   }
   items_.pop_back();
   state.pool_index = -1;
+  bytes_ -= s.nbytes();
 }
 
 void CandidatePool::sync(Storage& s) {

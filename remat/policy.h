@@ -60,6 +60,8 @@ class CandidatePool final : public CandidateSync {
   /// Re-copies the policy's fields of `s` when it is in the pool.
   void sync(Storage& s) override;
   size_t size() const { return items_.size(); }
+  /// Σ bytes of the candidates.
+  int64_t bytes() const { return bytes_; }
   const Candidate& operator[](size_t i) const { return items_[i]; }
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
@@ -67,6 +69,7 @@ class CandidatePool final : public CandidateSync {
  private:
   static void fill(Candidate& c, Storage& s);
   std::vector<Candidate> items_;
+  int64_t bytes_ = 0;
 };
 
 /// The eviction policy, apart from the mechanism (Note [policy apart from

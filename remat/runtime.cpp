@@ -1290,6 +1290,7 @@ Stats Runtime::stats(Device device) const {
   std::lock_guard lock(impl_->mu);
   const DeviceMemory& m = impl_->memory(device);
   Stats s = m.stats;
+  s.evictable_bytes = m.pool.bytes();
   s.metadata_nodes = live_node_count();
   s.live_storages = int64_t(m.tracked.size());
   return s;

@@ -35,6 +35,10 @@ namespace dtr::remat {
 struct Stats {
   int64_t budget_bytes = -1;         // -1: unlimited
   int64_t resident_bytes = 0;        // storage bytes resident now
+  /// Of those, the bytes of eviction candidates (resident, unlocked, not
+  /// pinned, replayable: Note [what may be evicted]); the rest is the floor
+  /// no eviction can go below now.
+  int64_t evictable_bytes = 0;
   int64_t peak_bytes = 0;            // high-water mark of resident_bytes
   int64_t evictions = 0;             // storages evicted to make room
   int64_t eager_frees = 0;           // storages freed because no handle was left

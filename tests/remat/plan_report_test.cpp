@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dtr/dtr.h"
 #include "remat/planner.h"
 #include "testing.h"
 
@@ -535,6 +536,34 @@ TEST(PlanReport, WritePlanSvgToAnUnwritablePathThrowsNamingIt) {
                   .find("/dev/full"),
               std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace dtr::remat
+
+namespace dtr::remat {
+namespace {
+
+// The report of a real plan (not a hand-built one): the document parses,
+// with a curve per heuristic and both timelines of the step's ops.
+TEST(PlanReport, SvgOfARealPlan) {
+  set_memory_budget(std::nullopt);
+  const Tensor a = randn({64, 64});
+  auto step = [&] {
+    Tensor h = a;
+    for (int i = 0; i < 6; ++i) h = gelu(matmul(h, a));
+    (void)h.sum().item<float>();
+  };
+  PlanOptions o;
+  o.warmup_steps = 1;
+  o.heuristics = {Heuristic::kDtrEq, Heuristic::kLru};
+  const PlanReport r = plan(step, o);
+  const Parsed p = parse_valid_svg(plan_svg(r));
+  EXPECT_EQ(find_all(p, "polyline", "slowdown").size(), 2u);
+  ASSERT_NE(by_id(p, "timeline-unbudgeted"), nullptr);
+  ASSERT_NE(by_id(p, "timeline-budgeted"), nullptr);
+  EXPECT_EQ(points_of(*by_id(p, "timeline-unbudgeted")).size(), size_t(r.ops));
+  EXPECT_NE(format_plan(r).find("lru"), std::string::npos);
 }
 
 }  // namespace

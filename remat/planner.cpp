@@ -38,6 +38,7 @@ enum class Ev : uint8_t {
   kPin,
   kUnpin,
   kDestroy,
+  kMeasureStart,  // record_steps: the counters restart here
 };
 
 // One runtime call. Lists of storages live in StepTrace::ids as
@@ -89,7 +90,8 @@ class StepTrace {
   Heuristic heuristic = Heuristic::kDtrEq;
   SampleMode sample = SampleMode::kSqrt;
   int64_t min_evict_bytes = 0;
-  double step_seconds = 0;    // wall time of the recorded call
+  double step_seconds = 0;    // wall time of the recorded calls after kMeasureStart (all when none)
+  int measured_steps = 1;     // calls of the step after kMeasureStart
   double kernel_seconds = 0;  // Σ nodes' kernel_seconds
 };
 
@@ -185,6 +187,7 @@ class Recorder final : public RuntimeObserver {
     if (next_) next_->on_unpin(s);
     push(Ev::kUnpin, id(s, false));
   }
+  void mark_measure_start() { t_.events.push_back(Event{Ev::kMeasureStart}); }
   void on_destroy(Storage& s) override {
     if (next_) next_->on_destroy(s);
     if (known(s)) push(Ev::kDestroy, id(s, false));
@@ -335,6 +338,10 @@ class Simulation {
       case Ev::kDestroy:
         table_[e.id].reset();
         break;
+      case Ev::kMeasureStart:
+        rt_.reset_stats();
+        replay_seconds_ = 0;
+        break;
     }
   }
 
@@ -462,7 +469,8 @@ class BudgetsLifted {
 constexpr uint32_t kProgramGeneration = 1;
 std::atomic<uint32_t> g_generations{0};
 
-std::shared_ptr<StepTrace> record_unbudgeted(const std::function<void()>& step) {
+std::shared_ptr<StepTrace> record_unbudgeted(const std::function<void()>& step, int unmeasured = 0,
+                                             int measured = 1) {
   const uint32_t generation = ++g_generations;
   Runtime& rt = Runtime::global();
   auto t = std::make_shared<StepTrace>();
@@ -478,9 +486,12 @@ std::shared_ptr<StepTrace> record_unbudgeted(const std::function<void()>& step) 
     ~Detach() { rt.set_observer(outer); }
   } detach{rt, outer};
   rt.set_observer(&recorder);
+  for (int i = 0; i < unmeasured; ++i) step();
+  if (unmeasured > 0) recorder.mark_measure_start();
   const auto t0 = Clock::now();
-  step();
+  for (int i = 0; i < measured; ++i) step();
   t->step_seconds = elapsed(t0);
+  t->measured_steps = measured;
   return t;
 }
 
@@ -500,13 +511,20 @@ PlanPoint simulate(const StepTrace& trace, Device device, std::optional<int64_t>
   Simulation sim(trace, h, max_replay_factor);
   Runtime& rt = sim.runtime();
   rt.reset_stats();
-  const int64_t clock0 = rt.clock();
+  int64_t clock0 = rt.clock();
   Stats last = rt.stats(device);
   try {
     rt.set_memory_budget(device, budget_bytes);
+    bool measuring = true;
+    for (const Event& e : trace.events) measuring &= e.kind != Ev::kMeasureStart;
     for (size_t i = 0; i < trace.events.size(); ++i) {
       sim.apply(i);
-      if (timeline != nullptr && trace.events[i].kind == Ev::kRecord) {
+      if (trace.events[i].kind == Ev::kMeasureStart) {
+        measuring = true;
+        last = rt.stats(device);
+        clock0 = rt.clock();
+      }
+      if (timeline != nullptr && measuring && trace.events[i].kind == Ev::kRecord) {
         const Stats now = rt.stats(device);
         timeline->tick.push_back(rt.clock() - clock0);
         timeline->resident_bytes.push_back(now.resident_bytes);
@@ -543,6 +561,16 @@ std::shared_ptr<const StepTrace> record_step(const std::function<void()>& step) 
   BudgetsLifted lifted;
   return record_unbudgeted(step);
 }
+
+std::shared_ptr<const StepTrace> record_steps(const std::function<void()>& step, int unmeasured, int measured) {
+  DTR_CHECK(step != nullptr, ValueError, "record_steps: the step function is empty");
+  DTR_CHECK(unmeasured >= 0 && measured >= 1, ValueError,
+            "record_steps: expected unmeasured >= 0 and measured >= 1 steps, got {} and {}", unmeasured, measured);
+  BudgetsLifted lifted;
+  return record_unbudgeted(step, unmeasured, measured);
+}
+
+int measured_steps(const StepTrace& trace) { return trace.measured_steps; }
 
 namespace {
 

@@ -183,6 +183,16 @@ void start_program_plan(Runtime& rt, const std::string& path);
 /// Records one call of `step` (no warm-up, no budget on any device while it
 /// runs; budgets restored afterwards). Throws what plan() throws.
 std::shared_ptr<const StepTrace> record_step(const std::function<void()>& step);
+/// Records `unmeasured` + `measured` calls of `step` as one trace (no
+/// budget on any device meanwhile) whose counters restart after the first
+/// `unmeasured`: simulate() then predicts a run that sets the budget, runs
+/// `unmeasured` warm-up steps under it, resets the statistics and runs
+/// `measured` more (what benchmarks/budget_sweep measures), with totals
+/// over the measured steps and step_seconds their wall time together.
+/// Throws ValueError for unmeasured < 0 or measured < 1, and what plan() throws.
+std::shared_ptr<const StepTrace> record_steps(const std::function<void()>& step, int unmeasured, int measured);
+/// How many calls of the step a trace's counters cover (1 for record_step).
+int measured_steps(const StepTrace& trace);
 /// Simulates `trace` under `budget_bytes` (nullopt: none) on `device` with
 /// heuristic `h`. `timeline`, when given, receives the resident bytes per op.
 PlanPoint simulate(const StepTrace& trace, Device device, std::optional<int64_t> budget_bytes,

@@ -435,5 +435,44 @@ TEST(Planner, DtrPlanPlansAWholeProgramAtExit) {
   EXPECT_NE(bad.err.find("no plan written"), std::string::npos) << bad.all();
 }
 
+// record_steps: warm-up steps under the budget, then measured ones (what
+// the budget sweep measures), predicted from a fresh workload's state.
+TEST(Planner, RecordStepsPredictsWarmUpThenMeasuredSteps) {
+  remat::set_memory_budget(std::nullopt);
+  int64_t budget = 0;
+  {
+    Mlp w;
+    w.step();
+    w.step();
+    remat::reset_stats();
+    w.step();
+    budget = remat::stats().peak_bytes * 4 / 10;
+  }
+  std::shared_ptr<const remat::StepTrace> trace;
+  {
+    Mlp fresh;
+    trace = remat::record_steps([&] { fresh.step(); }, 2, 2);
+    EXPECT_THROW(remat::record_steps([&] { fresh.step(); }, -1, 1), ValueError);
+    EXPECT_THROW(remat::record_steps([&] { fresh.step(); }, 0, 0), ValueError);
+  }
+  EXPECT_EQ(remat::measured_steps(*trace), 2);
+  const remat::PlanPoint p = remat::simulate(*trace, Device(kCPU), budget, remat::Runtime::global().heuristic());
+  ASSERT_TRUE(p.feasible()) << p.error;
+  EXPECT_GT(p.recomputed_ops, 0);
+  Mlp real;
+  BudgetScope scope(budget);
+  real.step();
+  real.step();
+  remat::reset_stats();
+  real.step();
+  real.step();
+  const remat::Stats s = remat::stats();
+  EXPECT_EQ(p.evictions, s.evictions);
+  EXPECT_EQ(p.rematerializations, s.rematerializations);
+  EXPECT_EQ(p.recomputed_ops, s.recomputed_ops);
+  EXPECT_EQ(p.recomputed_flops, s.recomputed_flops);
+  EXPECT_EQ(p.peak_bytes, s.peak_bytes);
+}
+
 }  // namespace
 }  // namespace dtr

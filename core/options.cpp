@@ -198,8 +198,8 @@ struct OptionRow {
   absl::Status (*apply)(Options&, std::string_view value);
 };
 
-const std::array<OptionRow, 8>& option_rows() {
-  static const std::array<OptionRow, 8> rows = {{
+const std::array<OptionRow, 9>& option_rows() {
+  static const std::array<OptionRow, 9> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
         "hard cap on resident device bytes of tensor storage (Note [hard budget]), per device: "
         "a bare budget caps the default device (the first CUDA device where one is present, "
@@ -255,6 +255,16 @@ const std::array<OptionRow, 8>& option_rows() {
         "dtr::remat::Runtime::global().set_verify"},
        "0/1, true/false, on/off",
        [](Options& o, std::string_view v) { return assign(parse_bool(v), o.verify); }},
+      {{"DTR_PLAN", "off",
+        "record the whole run with no memory budget (DTR_MEMORY_BUDGET is then only planned, "
+        "not applied) and at exit predict every budget's cost from it: the table to stderr and "
+        "PATH.txt, the chart to PATH.svg (Note [planner])",
+        "dtr::remat::plan"},
+       "a file path (a .txt or .svg ending is dropped), or \"off\"",
+       [](Options& o, std::string_view v) {
+         o.plan_path = equals_ignore_case(v, "off") ? "" : std::string(v);
+         return absl::OkStatus();
+       }},
   }};
   return rows;
 }

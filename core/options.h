@@ -108,6 +108,7 @@ struct Options {
   CostModel cost = CostModel::kEstimate;  // DTR_COST
   std::string log_level = "warn";       // DTR_LOG
   std::string trace_path;               // DTR_TRACE ("" = off)
+  std::string plan_path;                // DTR_PLAN ("" = off)
   bool verify = false;                  // DTR_VERIFY
 };
 

@@ -30,6 +30,7 @@
 namespace dtr::remat {
 
 class StepTrace;  // remat/planner.cpp: one recorded step
+class Runtime;    // remat/runtime.h
 
 /// How one simulated budget ended.
 enum class PlanOutcome {
@@ -123,9 +124,11 @@ struct PlanOptions {
   bool bisect = true;
   /// Bisection stops when the bracket is narrower than this fraction of the peak.
   double bisect_tolerance = 0.005;
-  /// Unrecorded steps before the recorded one (the first step of a training
-  /// loop allocates the optimizer state; a steady-state step comes after).
-  int warmup_steps = 1;
+  /// Unrecorded steps before the recorded one. Two by default: the first
+  /// step of a training loop creates the optimizer state, whose lineage
+  /// (cloned from the first gradients) lasts into the second; the third is
+  /// the steady state every later step starts from.
+  int warmup_steps = 2;
   /// The device whose budget is planned; default: default_device().
   std::optional<Device> device;
   /// Budget of PlanReport::budgeted as a fraction of the peak; default: the
@@ -166,6 +169,14 @@ std::string plan_svg(const PlanReport& report);
 /// Writes plan_svg(report) to `path`. Throws ValueError naming the path
 /// when it cannot be written.
 void write_plan_svg(const PlanReport& report, const std::string& path);
+
+/// DTR_PLAN=path (called once, by Runtime::global() as it starts): records
+/// every call of the op path into `rt` until exit, then plans the run as
+/// plan_trace() does with default options, plus the budget DTR_MEMORY_BUDGET
+/// gives the default device, and writes the table to stderr and
+/// `<path>.txt` and the SVG to `<path>.svg` (a .txt or .svg ending of path
+/// is dropped first). Errors at exit are logged, never thrown.
+void start_program_plan(Runtime& rt, const std::string& path);
 
 // ---- lower level: one trace, many simulations -------------------------------------
 

@@ -18,6 +18,7 @@
 #include "core/logging.h"
 #include "core/op_registry.h"
 #include "core/options.h"
+#include "remat/planner.h"
 #include "remat/policy.h"
 #include "remat/trace_file.h"
 
@@ -122,6 +123,10 @@ struct Runtime::Impl final : CandidateSync {
   int64_t min_evict_bytes = 0;
   uint64_t sample_state = 0x9E3779B97F4A7C15ull;  // fixed: decisions reproduce run to run
   bool verify = false;
+  // Note [planner]: told of every op-path call (the recorder), and whether
+  // the bytes are simulated (never read or copied).
+  RuntimeObserver* observer = nullptr;
+  bool simulated = false;
   // Chrome trace events (DTR_TRACE), written as they happen; null = off.
   std::unique_ptr<TraceFile> trace;
   uint64_t trace_generation = 0;  // bumped by every file opened
@@ -809,6 +814,8 @@ struct Runtime::Impl final : CandidateSync {
   }
 
 
+  std::shared_ptr<Storage> before_mutation(const std::shared_ptr<Storage>& s, bool keep_old);
+
   Runtime* owner = nullptr;
   // Budget changes, evictions, rematerializations (Note [debug logging]).
   LogRateLimit debug_limit{100};
@@ -840,6 +847,7 @@ void StorageState::on_storage_destroyed(Storage& s) {
   if (memory != nullptr) {
     Runtime::Impl& rt = *memory->rt;
     std::lock_guard lock(rt.mu);
+    if (rt.observer) rt.observer->on_destroy(s);
     rt.policy->on_destroy(s, rt);
     memory->tracked.erase(&s);
     rt.trace_ids.erase(&s);
@@ -857,12 +865,15 @@ Runtime& Runtime::global() {
   static Runtime* rt = [] {
     auto r = std::make_unique<Runtime>();  // never destroyed: storages may outlive static destruction
     const Options& o = global_options();
-    r->impl_->budgets_from_options = true;  // each device's budget, when first seen
+    // Each device's budget, when first seen; DTR_PLAN records the run with
+    // none and only plans DTR_MEMORY_BUDGET (Note [planner]).
+    r->impl_->budgets_from_options = o.plan_path.empty();
     r->set_heuristic(o.heuristic);
     r->set_sample_mode(o.sample);
     r->set_min_evict_bytes(o.min_evict_bytes);
     r->set_cost_model(o.cost);
     r->set_verify(o.verify);
+    if (!o.plan_path.empty()) start_program_plan(*r, o.plan_path);
     if (!o.trace_path.empty()) {
       try {
         r->set_trace_path(o.trace_path);
@@ -908,7 +919,8 @@ void Runtime::set_memory_budget(Device device, std::optional<int64_t> bytes) {
     try {
       impl_->make_room(m, 0);
     } catch (const OutOfMemoryError&) {
-      logger().warn("new budget of {} ({} bytes) is below the unevictable resident bytes ({} resident)",
+      if (!impl_->simulated)
+        logger().warn("new budget of {} ({} bytes) is below the unevictable resident bytes ({} resident)",
                     device.str(), *bytes, m.stats.resident_bytes);
     }
     // Blocks cached while unlimited (or under a larger budget), and those
@@ -939,6 +951,7 @@ void Runtime::acquire(std::span<Storage* const> storages) {
     for (size_t i = 0; i < done; ++i) impl_->unlock(*storages[i], impl_->clock);
     throw;
   }
+  if (impl_->observer) impl_->observer->on_acquire(storages);
 }
 
 void Runtime::release(std::span<Storage* const> storages) {
@@ -947,6 +960,7 @@ void Runtime::release(std::span<Storage* const> storages) {
     impl_->unlock(*s, impl_->clock);
     impl_->free_if_unused(*s);
   }
+  if (impl_->observer) impl_->observer->on_release(storages);
 }
 
 void Runtime::allocate(Storage& s) {
@@ -954,6 +968,7 @@ void Runtime::allocate(Storage& s) {
   impl_->throw_deferred_error();
   impl_->allocate(s);
   impl_->lock(s);
+  if (impl_->observer) impl_->observer->on_allocate(s);
 }
 // Note [borrowed storage]. The bytes of a from_blob tensor are the user's:
 // PyTorch's from_blob aliases them, so a write to the buffer is a write to
@@ -994,15 +1009,17 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
     if (!node->replayable) os.constant = true;
     impl_->pool_add(*o);
   }
-  if (reads_borrowed) return;  // the node is dropped: nothing reads through it
-  for (const auto& in : node->inputs) {
-    auto& c = Impl::st(*in).consumers;
-    if (c.size() == c.capacity() && c.size() >= 8) {
-      c.erase(std::remove_if(c.begin(), c.end(), [](const auto& w) { return w.expired(); }),
-              c.end());
+  if (!reads_borrowed) {  // else the node is dropped: nothing reads through it
+    for (const auto& in : node->inputs) {
+      auto& c = Impl::st(*in).consumers;
+      if (c.size() == c.capacity() && c.size() >= 8) {
+        c.erase(std::remove_if(c.begin(), c.end(), [](const auto& w) { return w.expired(); }),
+                c.end());
+      }
+      c.push_back(node);
     }
-    c.push_back(node);
   }
+  if (impl_->observer) impl_->observer->on_record(*node);
 }
 
 void Runtime::register_constant(Storage& s) {
@@ -1013,6 +1030,7 @@ void Runtime::register_constant(Storage& s) {
   impl_->pool_remove(s);
   st.constant = true;
   st.producer.reset();
+  if (impl_->observer) impl_->observer->on_register_constant(s);
 }
 
 void Runtime::mark_borrowed(Storage& s) {
@@ -1024,11 +1042,18 @@ void Runtime::mark_borrowed(Storage& s) {
   st.constant = true;
   st.producer.reset();
   st.borrowed = true;
+  if (impl_->observer) impl_->observer->on_mark_borrowed(s);
 }
 
 std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>& s, bool keep_old) {
   std::lock_guard lock(impl_->mu);
-  StorageState& sst = Impl::st(*s);
+  std::shared_ptr<Storage> old = impl_->before_mutation(s, keep_old);
+  if (impl_->observer) impl_->observer->on_before_mutation(*s, keep_old, old.get());
+  return old;
+}
+
+std::shared_ptr<Storage> Runtime::Impl::before_mutation(const std::shared_ptr<Storage>& s, bool keep_old) {
+  StorageState& sst = st(*s);
   std::vector<std::shared_ptr<Node>> readers;
   for (const auto& w : sst.consumers)
     if (auto n = w.lock()) readers.push_back(std::move(n));
@@ -1042,8 +1067,8 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
   // holds needs the old value. Detaching costs no bytes now (the results are
   // resident already); it only takes them out of the evictable pool, while
   // a copy would add an unevictable storage at once.
-  if (!has_lineage && !keep_old && impl_->detach_dependants(readers)) {
-    impl_->pool_remove(*s);
+  if (!has_lineage && !keep_old && detach_dependants(readers)) {
+    pool_remove(*s);
     sst.policy.evicted_neighbours.clear();
     return nullptr;
   }
@@ -1052,15 +1077,15 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
   // reads `old`. If `s` was computed by a replayable op, `old` inherits that
   // lineage and needs no bytes now; otherwise (a constant) it gets a copy.
   auto old = new_storage(s->nbytes(), s->device());
-  StorageState& ost = Impl::st(*old);
+  StorageState& ost = st(*old);
   if (has_lineage) {
     ost.producer = sst.producer;
     for (auto& w : ost.producer->outputs) {
       if (w.lock() == s) w = old;
     }
   } else {
-    impl_->allocate(*old);
-    copy_bytes(old->device(), old->data(), s->device(), s->data(), size_t(s->nbytes()));
+    allocate(*old);
+    if (!simulated) copy_bytes(old->device(), old->data(), s->device(), s->data(), size_t(s->nbytes()));
     ost.constant = true;
   }
   for (auto& n : readers) {
@@ -1068,7 +1093,7 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
       if (in == s) in = old;
     ost.consumers.push_back(n);
   }
-  impl_->pool_remove(*s);
+  pool_remove(*s);
   sst.producer.reset();
   // s has neither readers nor a producer now: its evicted neighbours are
   // old's, and a later in-place op starts its list afresh.
@@ -1079,6 +1104,7 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
 void Runtime::on_last_handle(Storage& s) {
   std::lock_guard lock(impl_->mu);
   impl_->free_if_unused(s);
+  if (impl_->observer) impl_->observer->on_last_handle(s);
 }
 
 // Note [pin guard]. A consumer outside the runtime (a DLPack export, an
@@ -1102,6 +1128,7 @@ void Runtime::pin(Storage& s) {
   }
   impl_->pool_remove(s);
   ++st.pin_count;
+  if (impl_->observer) impl_->observer->on_pin(s);
 }
 
 void Runtime::unpin(Storage& s) {
@@ -1109,10 +1136,12 @@ void Runtime::unpin(Storage& s) {
   StorageState& st = Impl::st(s);
   DTR_CHECK(st.pin_count > 0, ValueError, "unpin: storage of {} bytes on {} is not pinned",
             s.nbytes(), s.device().str());
-  if (--st.pin_count > 0) return;
-  st.last_access = impl_->clock;
-  impl_->pool_add(s);
-  impl_->free_if_unused(s);
+  if (--st.pin_count == 0) {
+    st.last_access = impl_->clock;
+    impl_->pool_add(s);
+    impl_->free_if_unused(s);
+  }
+  if (impl_->observer) impl_->observer->on_unpin(s);
 }
 
 PinGuard::PinGuard(std::shared_ptr<Storage> storage, Runtime& runtime)
@@ -1162,6 +1191,16 @@ Heuristic Runtime::heuristic() const {
 void Runtime::set_sample_mode(SampleMode m) {
   std::lock_guard lock(impl_->mu);
   impl_->sample = m;
+}
+
+SampleMode Runtime::sample_mode() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->sample;
+}
+
+int64_t Runtime::min_evict_bytes() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->min_evict_bytes;
 }
 
 void Runtime::set_min_evict_bytes(int64_t bytes) {
@@ -1273,6 +1312,160 @@ std::vector<Device> Runtime::devices() const {
   std::lock_guard lock(impl_->mu);
   std::vector<Device> out;
   for (const auto& m : impl_->devices) out.push_back(m->device);
+  return out;
+}
+
+
+// ---- recording and simulation (Note [planner]) -----------------------------------
+
+void Runtime::set_observer(RuntimeObserver* observer) {
+  std::lock_guard lock(impl_->mu);
+  impl_->observer = observer;
+}
+
+RuntimeObserver* Runtime::observer() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->observer;
+}
+
+void Runtime::set_simulated(bool on) {
+  std::lock_guard lock(impl_->mu);
+  impl_->simulated = on;
+}
+
+RuntimeSnapshot Runtime::snapshot(uint32_t generation, int slot) const {
+  DTR_CHECK(slot == 0 || slot == 1, ValueError, "snapshot: slot must be 0 or 1, got {}", slot);
+  std::lock_guard lock(impl_->mu);
+  RuntimeSnapshot snap;
+  snap.clock = impl_->clock;
+  snap.sample_state = impl_->sample_state;
+  absl::flat_hash_map<const Storage*, int32_t> index;
+  absl::flat_hash_map<const Node*, int32_t> node_index;
+  std::vector<const Storage*> order;
+  auto add = [&](const Storage& s) -> int32_t {
+    auto [it, fresh] = index.try_emplace(&s, int32_t(order.size()));
+    if (fresh) order.push_back(&s);
+    return it->second;
+  };
+  // Tracked storages: the eviction candidates in their pool's order (so a
+  // restored pool is laid out alike, and ties between equal scores go the
+  // same way), then the others in a stable order (by their producer's
+  // tick, last access, size); then whatever their lineage reads.
+  std::vector<const Storage*> tracked;
+  for (const auto& m : impl_->devices)
+    for (const Storage* s : m->tracked) tracked.push_back(s);
+  std::sort(tracked.begin(), tracked.end(), [](const Storage* a, const Storage* b) {
+    const int64_t ia = Impl::st(*a).pool_index, ib = Impl::st(*b).pool_index;
+    if ((ia >= 0) != (ib >= 0)) return ia >= 0;
+    if (ia != ib) return ia < ib;
+    const Node* pa = producer(*a);
+    const Node* pb = producer(*b);
+    const int64_t ta = pa ? pa->tick : -1, tb = pb ? pb->tick : -1;
+    if (ta != tb) return ta < tb;
+    if (Impl::st(*a).last_access != Impl::st(*b).last_access)
+      return Impl::st(*a).last_access < Impl::st(*b).last_access;
+    return a->nbytes() < b->nbytes();
+  });
+  for (const Storage* s : tracked) add(*s);
+  std::vector<const Node*> nodes;
+  for (size_t i = 0; i < order.size(); ++i) {  // grows as lineage is walked
+    const Node* p = producer(*order[i]);
+    if (p == nullptr || !node_index.try_emplace(p, int32_t(nodes.size())).second) continue;
+    nodes.push_back(p);
+    for (const auto& in : p->inputs) add(*in);
+  }
+  std::stable_sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->tick < b->tick; });
+  for (size_t i = 0; i < nodes.size(); ++i) node_index[nodes[i]] = int32_t(i);
+  for (const Storage* s : order) {
+    const StorageState* st = find_state(*s);
+    RuntimeSnapshot::StorageEntry e;
+    e.nbytes = s->nbytes();
+    e.device = s->device();
+    e.resident = s->resident();
+    e.user_held = s->handle_count.load() > 0;
+    if (st != nullptr) {
+      e.accounted = st->memory != nullptr && st->memory->rt == impl_.get();
+      e.constant = st->constant;
+      e.borrowed = st->borrowed;
+      e.pin_count = st->pin_count;
+      e.last_access = st->last_access;
+      if (st->producer) e.producer = node_index.at(st->producer.get());
+    }
+    snap.storages.push_back(e);
+  }
+  for (const Node* n : nodes) {
+    RuntimeSnapshot::NodeEntry e;
+    e.op_name = n->op_name;
+    for (const auto& in : n->inputs) e.inputs.push_back(index.at(in.get()));
+    for (const auto& w : n->outputs) {
+      const std::shared_ptr<Storage> o = w.lock();
+      auto it = o ? index.find(o.get()) : index.end();
+      e.outputs.push_back(it != index.end() ? it->second : -1);
+    }
+    e.output_nbytes = n->output_nbytes;
+    e.cost_seconds = n->cost_seconds;
+    e.flops = n->flops;
+    e.replayable = n->replayable;
+    e.device = n->device;
+    e.tick = n->tick;
+    snap.nodes.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    StorageState& st = state(*const_cast<Storage*>(order[i]));
+    st.record_generation[slot] = generation;
+    st.record_id[slot] = uint32_t(i + 1);
+  }
+  return snap;
+}
+
+std::vector<std::shared_ptr<Storage>> Runtime::restore(
+    const RuntimeSnapshot& snap,
+    const std::function<std::function<void(std::span<Storage* const>, std::span<Storage* const>)>(size_t)>&
+        make_recompute) {
+  std::lock_guard lock(impl_->mu);
+  for (const auto& m : impl_->devices)
+    DTR_CHECK(m->tracked.empty() && !m->budget, ValueError,
+              "restore: the runtime must be fresh (no storage and no budget on {})", m->device.str());
+  std::vector<std::shared_ptr<Storage>> out;
+  out.reserve(snap.storages.size());
+  for (const auto& e : snap.storages) {
+    auto s = new_storage(e.nbytes, e.device);
+    StorageState& st = Impl::st(*s);
+    if (e.resident) {
+      if (e.accounted) {
+        impl_->allocate(*s);
+      } else {
+        DeviceMemory& m = impl_->memory(e.device);
+        s->set_data(m.alloc->allocate(size_t(e.nbytes)), m.alloc);
+      }
+    }
+    st.constant = e.constant;
+    st.borrowed = e.borrowed;
+    st.pin_count = e.pin_count;
+    st.last_access = e.last_access;
+    s->handle_count.store(e.user_held ? 1 : 0);
+    out.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < snap.nodes.size(); ++i) {
+    const auto& e = snap.nodes[i];
+    auto node = std::make_shared<Node>();
+    node->op_name = e.op_name;
+    for (int32_t in : e.inputs) node->inputs.push_back(out[size_t(in)]);
+    for (int32_t o : e.outputs) node->outputs.push_back(o >= 0 ? std::weak_ptr<Storage>(out[size_t(o)]) : std::weak_ptr<Storage>());
+    node->output_nbytes = e.output_nbytes;
+    node->cost_seconds = e.cost_seconds;
+    node->flops = e.flops;
+    node->replayable = e.replayable;
+    node->device = e.device;
+    node->tick = e.tick;
+    node->recompute = make_recompute(i);
+    for (int32_t o : e.outputs)
+      if (o >= 0 && snap.storages[size_t(o)].producer == int32_t(i)) Impl::st(*out[size_t(o)]).producer = node;
+    for (const auto& in : node->inputs) Impl::st(*in).consumers.push_back(node);
+  }
+  for (const auto& s : out) impl_->pool_add(*s);
+  impl_->clock = snap.clock;
+  impl_->sample_state = snap.sample_state;
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,63 @@ class CurrentOpScope {
 
  private:
   std::string_view previous_;
+};
+
+/// Told of every call the op path makes into a runtime, after the call
+/// succeeded, under the runtime's lock (Note [planner]: remat/planner.cpp's
+/// recorder). Storages are passed as they are after the call.
+class RuntimeObserver {
+ public:
+  virtual void on_allocate(Storage& s) = 0;
+  virtual void on_acquire(std::span<Storage* const> storages) = 0;
+  virtual void on_release(std::span<Storage* const> storages) = 0;
+  virtual void on_record(const Node& node) = 0;
+  virtual void on_register_constant(Storage& s) = 0;
+  virtual void on_mark_borrowed(Storage& s) = 0;
+  /// `old` is what before_mutation returned (null: nothing).
+  virtual void on_before_mutation(Storage& s, bool keep_old, Storage* old) = 0;
+  virtual void on_last_handle(Storage& s) = 0;
+  virtual void on_pin(Storage& s) = 0;
+  virtual void on_unpin(Storage& s) = 0;
+  /// A storage this runtime accounts for is being destroyed.
+  virtual void on_destroy(Storage& s) = 0;
+
+ protected:
+  ~RuntimeObserver() = default;
+};
+
+/// A runtime's state at one moment, without any bytes: every storage it
+/// accounts for (and every storage their lineage reads), with residency,
+/// flags, last access and lineage; the clock and the sampling state. The
+/// planner's starting point (Note [planner]).
+struct RuntimeSnapshot {
+  struct StorageEntry {
+    int64_t nbytes = 0;
+    Device device;
+    bool accounted = false;  // counted against a budget here (else borrowed bytes)
+    bool resident = false;
+    bool constant = false;
+    bool borrowed = false;
+    bool user_held = false;  // a tensor handle holds it
+    int32_t pin_count = 0;
+    int64_t last_access = 0;
+    int32_t producer = -1;   // index into nodes, or -1
+  };
+  struct NodeEntry {
+    std::string_view op_name;
+    std::vector<int32_t> inputs;   // indices into storages
+    std::vector<int32_t> outputs;  // indices into storages; -1: gone
+    std::vector<int64_t> output_nbytes;
+    double cost_seconds = 0;
+    double flops = 0;
+    bool replayable = true;
+    Device device;
+    int64_t tick = 0;
+  };
+  std::vector<StorageEntry> storages;
+  std::vector<NodeEntry> nodes;  // in tick order
+  int64_t clock = 0;
+  uint64_t sample_state = 0;
 };
 
 /// Note [per-device memory]: each device has its own budget, resident and
@@ -150,8 +208,10 @@ class Runtime final {
   void set_policy(std::unique_ptr<EvictionPolicy> policy);
   /// kAll examines every candidate; kSqrt a deterministic sample of √n.
   void set_sample_mode(SampleMode m);
+  SampleMode sample_mode() const;
   /// Storages smaller than this are never eviction candidates.
   void set_min_evict_bytes(int64_t bytes);
+  int64_t min_evict_bytes() const;
   /// DTR_VERIFY: hash each storage when first computed and check every
   /// rematerialization against it (InternalError with the op trail on mismatch).
   void set_verify(bool on);
@@ -192,6 +252,26 @@ class Runtime final {
 
   /// Logical clock: one tick per op.
   int64_t clock() const;
+
+  // ---- recording and simulation (Note [planner]) ---------------------------
+  /// Reports every call of the op path to `observer` (not owned; null: none).
+  void set_observer(RuntimeObserver* observer);
+  RuntimeObserver* observer() const;
+  /// The bytes of this runtime's storages are not real (the planner's
+  /// simulated allocator): they are never read, copied or hashed.
+  void set_simulated(bool on);
+  /// The state now. Each storage in it has StorageState::record_id[slot]
+  /// set to its index + 1 and record_generation[slot] to `generation`.
+  RuntimeSnapshot snapshot(uint32_t generation, int slot = 0) const;
+  /// Rebuilds `snap` in this runtime, which must hold no storage yet: the
+  /// storages (resident ones take bytes from their device's allocator, with
+  /// no budget in force), lineage, flags, last accesses, the clock and the
+  /// sampling state. Returns the storage made for each entry; node i
+  /// replays through make_recompute(i).
+  std::vector<std::shared_ptr<Storage>> restore(
+      const RuntimeSnapshot& snap,
+      const std::function<std::function<void(std::span<Storage* const>, std::span<Storage* const>)>(size_t)>&
+          make_recompute);
 
   /// The counters of `device`, and of the default device.
   Stats stats(Device device) const;

@@ -47,6 +47,11 @@ struct StorageState final : StorageHook {
   /// (from_blob), or a writable pointer to them was handed out (data_ptr).
   /// Lineage never reads them later (Note [borrowed storage]).
   bool borrowed = false;
+  /// The planner's recordings that have seen this storage, and its id in
+  /// each (Note [planner]); 0: none. Slot 0 is plan()'s, slot 1 DTR_PLAN's
+  /// whole-run recording, which may be in progress around it.
+  uint32_t record_generation[2] = {0, 0};
+  uint32_t record_id[2] = {0, 0};
   /// Allocated in one block with its Storage (new_storage), else on its own.
   bool embedded = false;
   /// Hash of the bytes when first computed (DTR_VERIFY); 0 = none.

@@ -390,7 +390,7 @@ TEST(Bool, Parses) {
 TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   const std::vector<std::string_view> expected = {
       "DTR_MEMORY_BUDGET", "DTR_HEURISTIC", "DTR_SAMPLE", "DTR_MIN_EVICT_BYTES",
-      "DTR_COST",          "DTR_LOG",       "DTR_TRACE",  "DTR_VERIFY"};
+      "DTR_COST",          "DTR_LOG",       "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN"};
   std::vector<std::string_view> names;
   for (const OptionInfo& row : option_table()) {
     names.push_back(row.env_var);

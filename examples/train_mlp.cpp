@@ -1,16 +1,17 @@
 // Trains a small MLP classifier on a synthetic task with AdamW:
 //   x ~ N(0, I) in 16 dims, label = argmax(x · W_teacher) over 4 classes,
 //   model Linear(16, 256) → GELU → Linear(256, 256) → GELU → Linear(256, 4),
-//   cross-entropy loss, batch 128, a fresh batch every step.
+//   cross-entropy loss, batch 128 (--batch), a fresh batch every step.
 // Prints the loss every 20 steps, the final loss and accuracy, and the remat
-// runtime's statistics. --budget-fraction F (or DTR_MEMORY_BUDGET, e.g.
-// 1700KiB; the unbudgeted peak is about 1.9 MB, of which parameters and AdamW
-// state are ~0.9 MB) trains under a memory budget: the losses stay bitwise
-// the same. --plan records one training step and prints what every budget
+// runtime's statistics. --budget-fraction F (or DTR_MEMORY_BUDGET) trains
+// under a memory budget: the losses stay bitwise the same. At batch 128 the
+// unbudgeted peak (1.66 MB) is all never evictable (parameters, AdamW state
+// and the working set of its update), so no smaller budget can run; at
+// --batch 1024 activations are most of it. --plan records one training step and prints what every budget
 // would cost without training; --budget-fraction auto trains under the
 // smallest budget whose predicted slowdown is within --max-slowdown.
 //
-//   ./build/examples/train_mlp [--steps 200] [--seed 0] [--budget-fraction F|auto]
+//   ./build/examples/train_mlp [--steps 200] [--seed 0] [--batch 128] [--budget-fraction F|auto]
 //   ./build/examples/train_mlp --plan [--plan-svg plan.svg]
 #include <cstdio>
 #include <memory>
@@ -23,11 +24,14 @@
 namespace {
 
 constexpr const char* kProgram = "train_mlp";
-constexpr int64_t kInputs = 16, kHidden = 256, kClasses = 4, kBatch = 128;
+constexpr int64_t kInputs = 16, kHidden = 256, kClasses = 4;
 
 struct Config {
   int64_t steps = 200;
   int64_t seed = 0;
+  // 128: parameters, AdamW state and one op's working set are the whole peak,
+  // so no budget below it is feasible; 1024 gives activations room to evict.
+  int64_t batch = 128;
   examples::BudgetFlag budget_fraction;
   examples::PlanFlags plan;
 };
@@ -37,10 +41,10 @@ struct Batch {
 };
 
 // A fresh batch from the global generator: inputs and their teacher labels.
-Batch next_batch(const dtr::Tensor& teacher) {
+Batch next_batch(const dtr::Tensor& teacher, int64_t batch) {
   dtr::NoGradGuard no_grad;
   Batch b;
-  b.x = dtr::randn({kBatch, kInputs});
+  b.x = dtr::randn({batch, kInputs});
   b.y = dtr::argmax(dtr::matmul(b.x, teacher), 1);
   return b;
 }
@@ -53,12 +57,14 @@ double accuracy(const dtr::Tensor& logits, const dtr::Tensor& y) {
 
 /// The teacher, model and optimizer from the seed: the same every time.
 struct Trainer {
+  int64_t batch;
   dtr::Tensor teacher;
   dtr::nn::Sequential model;
   std::unique_ptr<dtr::optim::AdamW> opt;
 
-  explicit Trainer(uint64_t seed)
-      : teacher((dtr::manual_seed(seed), dtr::randn({kInputs, kClasses}))),
+  Trainer(uint64_t seed, int64_t batch)
+      : batch(batch),
+        teacher((dtr::manual_seed(seed), dtr::randn({kInputs, kClasses}))),
         model{std::make_shared<dtr::nn::Linear>(kInputs, kHidden), std::make_shared<dtr::nn::GELU>(),
               std::make_shared<dtr::nn::Linear>(kHidden, kHidden), std::make_shared<dtr::nn::GELU>(),
               std::make_shared<dtr::nn::Linear>(kHidden, kClasses)},
@@ -69,7 +75,7 @@ struct Trainer {
   double step() {
     double loss_value = 0;
     {
-      const Batch b = next_batch(teacher);
+      const Batch b = next_batch(teacher, batch);
       opt->zero_grad();
       const dtr::Tensor loss = dtr::cross_entropy(model.forward(b.x), b.y);
       loss.backward();
@@ -87,11 +93,13 @@ Config parse_flags(int argc, char** argv, bool* help) {
                              "under an optional memory budget.");
   flags.add("steps", &c.steps, "optimizer steps");
   flags.add("seed", &c.seed, "seed of the teacher, the weights and the batches");
+  flags.add("batch", &c.batch, "examples per step");
   examples::add_budget_flags(flags, &c.budget_fraction, &c.plan);
   *help = !flags.parse(argc, argv);
   if (*help) return c;
   examples::require(c.steps >= 1, "--steps must be at least 1");
   examples::require(c.seed >= 0, "--seed must be non-negative");
+  examples::require(c.batch >= 1, "--batch must be at least 1");
   examples::check_budget_flags(c.budget_fraction, c.plan);
   return c;
 }
@@ -102,18 +110,18 @@ int run(int argc, char** argv) {
   if (help) return examples::kExitOk;
 
   const examples::StepMaker make_step = [&c] {
-    auto probe = std::make_shared<Trainer>(uint64_t(c.seed));
+    auto probe = std::make_shared<Trainer>(uint64_t(c.seed), c.batch);
     return std::function<void()>([probe] { probe->step(); });
   };
   if (c.plan.plan) return examples::run_plan(c.plan, make_step);
   const examples::BudgetPlan plan =
       examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
 
-  Trainer t(uint64_t(c.seed));
+  Trainer t(uint64_t(c.seed), c.batch);
   int64_t n_params = 0;
   for (const dtr::Tensor& p : t.model.parameters()) n_params += p.numel();
   std::printf("train_mlp: %lld parameters, batch %lld, %lld steps, budget %s\n",
-              static_cast<long long>(n_params), static_cast<long long>(kBatch),
+              static_cast<long long>(n_params), static_cast<long long>(c.batch),
               static_cast<long long>(c.steps),
               plan.budget ? (std::to_string(*plan.budget) + " bytes").c_str() : "unlimited");
   std::printf("%s\n", examples::budget_line(plan).c_str());
@@ -130,7 +138,7 @@ int run(int argc, char** argv) {
   const double seconds = examples::seconds_since(start);
 
   t.model.eval();
-  const Batch test = next_batch(t.teacher);
+  const Batch test = next_batch(t.teacher, c.batch);
   dtr::Tensor logits;
   {
     dtr::NoGradGuard no_grad;

@@ -434,20 +434,23 @@ TEST_F(TrainMlp, PlanSvgWritesAnSvgDocument) {
 }
 
 TEST_F(TrainMlp, BudgetFractionAutoTrainsUnderThePlannedBudget) {
-  const Output plain = run(*exe_, {"--steps", "3"});
+  // At batch 128 nothing below the peak is feasible (parameters, AdamW state
+  // and the update's working set are all of it); at 1024 activations are.
+  const Output plain = run(*exe_, {"--steps", "3", "--batch", "1024"});
   ASSERT_EQ(plain.exit_code, 0) << plain.all();
-  const Output r = run(*exe_, {"--steps", "3", "--budget-fraction", "auto", "--max-slowdown", "1.5"});
+  const Output r = run(*exe_, {"--steps", "3", "--batch", "1024", "--budget-fraction", "auto",
+                               "--max-slowdown", "1.5"});
   ASSERT_EQ(r.exit_code, 0) << r.all();
 
   // The fraction 1.0 of the recorded peak evicts nothing (slowdown 1), so
-  // some budget always qualifies.
+  // some budget always qualifies; 0.9 replays one elementwise op of 39.
   const std::string chosen = line_starting(r.out, "memory: planned budget");
   ASSERT_FALSE(chosen.empty()) << r.out;
   EXPECT_TRUE(contains(chosen, "predicted slowdown")) << chosen;
   EXPECT_TRUE(contains(chosen, "--max-slowdown 1.5")) << chosen;
   const double fraction = std::atof(field(chosen, "=").c_str());
   EXPECT_GT(fraction, 0.0) << chosen;
-  EXPECT_LE(fraction, 1.0) << chosen;
+  EXPECT_LT(fraction, 1.0) << chosen;
   const double slowdown = std::atof(field(chosen, "predicted slowdown").c_str());
   EXPECT_GE(slowdown, 1.0) << chosen;
   EXPECT_LE(slowdown, 1.5) << chosen;
@@ -455,6 +458,7 @@ TEST_F(TrainMlp, BudgetFractionAutoTrainsUnderThePlannedBudget) {
   const long long budget = stat(r.out, "budget_bytes");
   EXPECT_GT(budget, 0) << r.out;
   EXPECT_LE(stat(r.out, "peak_bytes"), budget) << r.out;
+  EXPECT_GT(stat(r.out, "evictions"), 0) << "the planned budget evicted nothing: the test is vacuous";
   EXPECT_NEAR(double(budget), fraction * double(stat(r.out, "unbudgeted_peak_bytes")),
               0.001 * double(budget) + 1);
   // Training under it gives the losses of the run with no budget.
@@ -478,6 +482,7 @@ TEST_F(TrainMlp, BadPlannerFlagsEndWithAMessage) {
       {{"--plan-svg", "x.svg"}, 2, "need --plan"},
       {{"--plan=yes"}, 2, "--plan takes no value"},
       {{"--steps", "0"}, 2, "--steps must be at least 1"},
+      {{"--batch", "0"}, 2, "--batch must be at least 1"},
       {{"7"}, 2, "unexpected argument '7'"},
       {{"--plan", "--plan-svg", "/nonexistent/dir/plan.svg"}, 1, "directory /nonexistent/dir does not exist"},
   };

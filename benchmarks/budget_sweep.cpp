@@ -11,6 +11,30 @@
 //       [--models chain,gpt,resnet,unet,lstm] [--heuristics dtr_eq,dtr,...]
 //       [--ratios 0.9,0.8,...] [--other-ratios 0.5,0.3] [--steps 5] [--warmup 2] [--threads 1]
 //       [--max-slowdown 20] [--bisect-heuristics LIST] [--no-bisect] [--no-checkpoint]
+//       [--predict-only]
+//
+// Beside every measured point stands the budget planner's prediction
+// (remat/planner.h): after the unbudgeted baseline, a fresh workload from
+// seed 0 runs --warmup steps with no budget and its next step is recorded
+// (dtr::remat::record_step); each budget and min_feasible point is then
+// simulated on that trace (dtr::remat::simulate: same budget bytes, default
+// device, same heuristic), and per heuristic the smallest feasible ratio is
+// bisected on the trace (dtr::remat::plan_trace, to 0.001 of the recorded
+// peak) into predicted_min_feasible_ratio, as a ratio of the measured
+// unbudgeted peak like `ratio`. The predicted_* counts are of ONE step
+// simulated from the unbudgeted steady state (what was resident between
+// steps of an unbudgeted run); the measured *_per_step counts are averages
+// over --steps steps that follow --warmup steps already run under the budget,
+// so each measured step starts from the state the budget left (evicted
+// storages, a clock that has advanced), not from the unbudgeted one. Where
+// the policy is deterministic and the budgeted steps reach a steady state
+// that matches the recorded start, the two agree exactly; elsewhere the
+// difference is that starting state. predicted_slowdown is (step time +
+// Σ replayed ops' kernel times measured in the recorded step) / step time,
+// against the measured `slowdown` (CPU-time ratio). simulate_ms is the wall
+// time of that one simulation, to set against unbudgeted_ms. --predict-only
+// measures the unbudgeted baseline (its peak sets the budgets) and writes
+// predictions only: the other points' measured columns stay empty.
 //
 // Every point builds its model, optimizer and inputs afresh from seed 0, so
 // points do not depend on each other. Counts in the CSV are per measured
@@ -23,6 +47,7 @@
 // work done), `slowdown_wall` that of wall-clock times. Not a Google
 // Benchmark: whole training steps under budgets that may fail.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +81,7 @@ struct Options {
   double max_slowdown = 20;  // 0: no limit
   bool bisect = true;
   bool checkpoint = true;
+  bool predict_only = false;  // measure only the unbudgeted baseline; predict every other point
   std::string out;
 };
 
@@ -159,6 +185,9 @@ struct Row {
   double layer_recomputations = -1;  // chain only
   int64_t revolve_slots = -1;        // chain only
   int64_t revolve_recomputations = -1;
+  bool measured = true;                            // false: the point was only predicted
+  std::optional<dtr::remat::PlanPoint> predicted;  // the planner's simulation of this point
+  double predicted_min_ratio = -1;                 // min_feasible rows: the planner's bisection
 };
 
 class CsvWriter {
@@ -173,19 +202,24 @@ class CsvWriter {
             "unbudgeted_ms,constant_bytes,evictions_per_step,"
             "rematerializations_per_step,recomputed_ops_per_step,recomputed_flops_per_step,"
             "recompute_s_estimated_per_step,recompute_s_measured_per_step,loss,"
-            "layer_recomputations_per_step,revolve_slots,revolve_recomputations,error\n";
+            "layer_recomputations_per_step,revolve_slots,revolve_recomputations,error,"
+            "predicted_feasible,predicted_outcome,predicted_peak_bytes,predicted_evictions,"
+            "predicted_rematerializations,predicted_recomputed_ops,predicted_recomputed_flops,"
+            "predicted_recompute_s,predicted_slowdown,simulate_ms,predicted_min_feasible_ratio,"
+            "predicted_error\n";
     out_.flush();
   }
   void write(const Row& r) {
     const double n = std::max(1, r.steps);
     const auto& st = r.m.stats;
-    const bool ok = r.m.feasible;
+    const bool ok = r.m.feasible && r.measured;
     auto num = [&](double v) { return ok ? fmt::format("{:.6g}", v) : std::string(); };
     std::string error = r.m.error;
     std::replace(error.begin(), error.end(), '"', '\'');
     const auto& t = r.m.times;
-    out_ << fmt::format("{},{},{},{:.4f},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
-                        r.model, r.point, r.heuristic, r.ratio, r.budget_bytes, ok ? 1 : 0, r.steps,
+    out_ << fmt::format("{},{},{},{:.4f},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{}\n",
+                        r.model, r.point, r.heuristic, r.ratio, r.budget_bytes,
+                        r.measured ? std::to_string(ok ? 1 : 0) : "", r.measured ? std::to_string(r.steps) : "",
                         num(t.median_ms), num(t.min_ms), num(t.median_cpu_ms), num(t.min_cpu_ms),
                         num(t.median_cpu_ms / r.unbudgeted.median_cpu_ms), num(t.median_ms / r.unbudgeted.median_ms),
                         ok ? std::to_string(r.m.peak_bytes) : "", r.unbudgeted_peak, r.unbudgeted.median_cpu_ms,
@@ -195,22 +229,59 @@ class CsvWriter {
                         num(t.loss), r.layer_recomputations >= 0 ? num(r.layer_recomputations) : "",
                         r.revolve_slots >= 0 ? std::to_string(r.revolve_slots) : "",
                         r.revolve_recomputations >= 0 ? std::to_string(r.revolve_recomputations) : "",
-                        error);
+                        error, predicted_columns(r));
     out_.flush();
   }
 
  private:
+  /// The predicted_* columns of `r` (empty where the point was not simulated).
+  static std::string predicted_columns(const Row& r) {
+    const std::string min_ratio =
+        r.predicted_min_ratio >= 0 ? fmt::format("{:.4f}", r.predicted_min_ratio) : std::string();
+    if (!r.predicted) return ",,,,,,,,,," + min_ratio + ",";
+    const dtr::remat::PlanPoint& p = *r.predicted;
+    const bool ok = p.feasible();
+    auto num = [&](double v) { return ok ? fmt::format("{:.6g}", v) : std::string(); };
+    std::string error = p.error;
+    std::replace(error.begin(), error.end(), '"', '\'');
+    return fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{},\"{}\"", ok ? 1 : 0,
+                       dtr::remat::plan_outcome_name(p.outcome), ok ? std::to_string(p.peak_bytes) : "",
+                       num(double(p.evictions)), num(double(p.rematerializations)),
+                       num(double(p.recomputed_ops)), num(p.recomputed_flops), num(p.recompute_seconds),
+                       num(p.predicted_slowdown), 1e3 * p.simulate_seconds, min_ratio, error);
+  }
+
   std::ofstream out_;
 };
 
+/// The prediction beside a logged point: outcome, replayed ops and slowdown.
+std::string predicted_text(const Row& r) {
+  std::string out;
+  if (r.predicted) {
+    const dtr::remat::PlanPoint& p = *r.predicted;
+    out = p.feasible() ? fmt::format("  | predicted: remat ops {:7d}  x{:.3f}  peak {:7.1f} MiB  ({:.2f} ms)",
+                                     p.recomputed_ops, p.predicted_slowdown,
+                                     double(p.peak_bytes) / (1 << 20), 1e3 * p.simulate_seconds)
+                       : fmt::format("  | predicted: {} ({:.2f} ms)", dtr::remat::plan_outcome_name(p.outcome),
+                                     1e3 * p.simulate_seconds);
+  }
+  if (r.predicted_min_ratio >= 0) out += fmt::format("  min ratio {:.4f}", r.predicted_min_ratio);
+  return out;
+}
+
 void log_row(const Row& r) {
+  if (!r.measured) {
+    std::fprintf(stderr, "  %-7s %-12s %-9s ratio %.3f  not measured%s\n", r.model.c_str(), r.point.c_str(),
+                 r.heuristic.c_str(), r.ratio, predicted_text(r).c_str());
+    return;
+  }
   if (!r.m.feasible) {
-    std::fprintf(stderr, "  %-7s %-12s %-9s ratio %.3f  infeasible\n", r.model.c_str(), r.point.c_str(),
-                 r.heuristic.c_str(), r.ratio);
+    std::fprintf(stderr, "  %-7s %-12s %-9s ratio %.3f  infeasible%s\n", r.model.c_str(), r.point.c_str(),
+                 r.heuristic.c_str(), r.ratio, predicted_text(r).c_str());
     return;
   }
   std::fprintf(stderr,
-               "  %-7s %-12s %-9s ratio %.3f  %8.1f ms (cpu %8.1f)  x%.3f  peak %7.1f MiB  evict %7.0f  remat ops %7.0f%s\n",
+               "  %-7s %-12s %-9s ratio %.3f  %8.1f ms (cpu %8.1f)  x%.3f  peak %7.1f MiB  evict %7.0f  remat ops %7.0f%s%s\n",
                r.model.c_str(), r.point.c_str(), r.heuristic.c_str(), r.ratio, r.m.times.median_ms,
                r.m.times.median_cpu_ms, r.m.times.median_cpu_ms / r.unbudgeted.median_cpu_ms,
                double(r.m.peak_bytes) / (1 << 20),
@@ -220,7 +291,8 @@ void log_row(const Row& r) {
                    ? fmt::format("  layers {:.1f} vs Revolve {} (s={})", r.layer_recomputations,
                                  r.revolve_recomputations, r.revolve_slots)
                          .c_str()
-                   : "");
+                   : "",
+               predicted_text(r).c_str());
 }
 
 // ---- the sweep ------------------------------------------------------------------------
@@ -261,6 +333,50 @@ void add_revolve(const dtr::zoo::ChainShape& c, Row& r) {
   }
 }
 
+/// The planner's view of one model: one steady-state step, recorded.
+struct Prediction {
+  std::shared_ptr<const dtr::remat::StepTrace> trace;
+  dtr::Device device;
+  int64_t peak = 0;        // the recorded step's unbudgeted peak
+  double record_ms = 0;    // wall time of the recorded step (recording included)
+
+  /// The simulation of `trace` under `budget` with `h`.
+  dtr::remat::PlanPoint simulate(std::optional<int64_t> budget, dtr::Heuristic h) const {
+    return dtr::remat::simulate(*trace, device, budget, h);
+  }
+  /// The smallest feasible budget of `h` on the trace (bisection to 0.001 of
+  /// the recorded peak), as a ratio of `measured_peak`; -1 when even the
+  /// recorded peak is infeasible.
+  double min_feasible_ratio(dtr::Heuristic h, int64_t measured_peak) const {
+    dtr::remat::PlanOptions options;
+    options.fractions = {1.0};
+    options.heuristics = {h};
+    options.bisect_tolerance = 0.001;
+    options.device = device;
+    options.timeline_fraction = 1.0;
+    const dtr::remat::PlanReport report = dtr::remat::plan_trace(*trace, options);
+    if (report.smallest_feasible.empty() || !report.smallest_feasible.front().feasible()) return -1;
+    return double(report.smallest_feasible.front().budget_bytes) / double(measured_peak);
+  }
+};
+
+/// Builds `spec`'s workload from seed 0, runs `warmup` steps with no budget
+/// (as measure() runs its warm-up, there under the budget) and records the next.
+Prediction record(const ModelSpec& spec, int warmup) {
+  auto& runtime = dtr::remat::Runtime::global();
+  runtime.set_memory_budget(std::nullopt);
+  runtime.set_heuristic(dtr::Heuristic::kDtrEq);
+  Prediction p;
+  p.device = dtr::default_device();
+  const std::unique_ptr<dtr::zoo::Workload> workload = spec.make(/*seed=*/0);
+  for (int i = 0; i < warmup; ++i) workload->step(Mode::kPlain);
+  const auto t0 = std::chrono::steady_clock::now();
+  p.trace = dtr::remat::record_step([&] { workload->step(Mode::kPlain); });
+  p.record_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  p.peak = p.simulate(std::nullopt, dtr::Heuristic::kDtrEq).peak_bytes;
+  return p;
+}
+
 void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
   std::fprintf(stderr, "== %s: %s\n", spec.name.c_str(), spec.description.c_str());
   const Measurement base = measure(spec, std::nullopt, dtr::Heuristic::kDtrEq, Mode::kPlain, o.warmup, o.steps);
@@ -271,22 +387,32 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
   const Baseline b{base.times, base.peak_bytes, base.resident_between_steps};
   const double limit = o.max_slowdown * base.times.median_cpu_ms;  // 0: no limit
   const int64_t parameter_bytes = base.parameter_bytes;
+  const Prediction plan = record(spec, o.warmup);
+  std::fprintf(stderr, "  %-7s recorded one step: %.1f ms, peak %.1f MiB (measured %.1f MiB)\n",
+               spec.name.c_str(), plan.record_ms, double(plan.peak) / (1 << 20), double(b.peak) / (1 << 20));
 
+  struct Predicted {
+    std::optional<dtr::remat::PlanPoint> point;
+    double min_ratio = -1;
+  };
   auto row = [&](std::string point, std::string heuristic, double ratio, int64_t budget, Measurement m,
-                 int steps) {
+                 int steps, Predicted predicted, bool measured = true) {
     Row r{spec.name, std::move(point), std::move(heuristic), ratio, budget, std::move(m), steps,
           b.times, b.peak, b.constant_bytes};
     r.m.parameter_bytes = parameter_bytes;
     if (r.m.feasible) r.steps = r.m.steps_measured;
+    r.measured = measured;
+    r.predicted = std::move(predicted.point);
+    r.predicted_min_ratio = predicted.min_ratio;
     if (spec.chain) add_revolve(*spec.chain, r);
     csv.write(r);
     log_row(r);
   };
-  row("unbudgeted", "none", 1.0, -1, base, o.steps);
+  row("unbudgeted", "none", 1.0, -1, base, o.steps, {plan.simulate(std::nullopt, dtr::Heuristic::kDtrEq)});
 
-  if (o.checkpoint) {
+  if (o.checkpoint && !o.predict_only) {
     const Measurement ck = measure(spec, std::nullopt, dtr::Heuristic::kDtrEq, Mode::kCheckpoint, o.warmup, o.steps);
-    row("checkpoint", "static_sqrt", double(ck.peak_bytes) / double(b.peak), -1, ck, o.steps);
+    row("checkpoint", "static_sqrt", double(ck.peak_bytes) / double(b.peak), -1, ck, o.steps, {});
   }
 
   for (const dtr::Heuristic h : o.heuristics) {
@@ -295,14 +421,27 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
     const bool primary = h == dtr::Heuristic::kDtrEq || !o.other_ratios;
     for (const double ratio : primary ? o.ratios : *o.other_ratios) {
       const auto budget = int64_t(ratio * double(b.peak));
+      Predicted predicted{plan.simulate(budget, h)};
+      if (o.predict_only) {
+        row("budget", name, ratio, budget, Measurement{}, 0, std::move(predicted), /*measured=*/false);
+        continue;
+      }
       const Measurement m = measure(spec, budget, h, Mode::kPlain, o.warmup, o.steps, limit);
       feasible[ratio] = m.feasible;
-      row("budget", name, ratio, budget, m, o.steps);
+      row("budget", name, ratio, budget, m, o.steps, std::move(predicted));
     }
     const bool bisect_this =
         o.bisect && (o.bisect_heuristics.empty() ||
                      std::find(o.bisect_heuristics.begin(), o.bisect_heuristics.end(), h) != o.bisect_heuristics.end());
     if (!bisect_this) continue;
+    const double predicted_min = plan.min_feasible_ratio(h, b.peak);
+    if (o.predict_only) {
+      const double ratio = predicted_min >= 0 ? predicted_min : 1.0;
+      const auto budget = int64_t(ratio * double(b.peak));
+      row("min_feasible", name, ratio, budget, Measurement{}, 0, {plan.simulate(budget, h), predicted_min},
+          /*measured=*/false);
+      continue;
+    }
     // Smallest feasible ratio, to 0.01: hi = the smallest feasible ratio seen
     // (1.0, the unbudgeted peak, when none was), lo = the largest infeasible
     // one below it (0 when none). Probes run one warm-up step and one step.
@@ -332,7 +471,8 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
       }
     }
     if (!have_hi) at_hi = measure(spec, int64_t(hi * double(b.peak)), h, Mode::kPlain, 1, 1, limit);
-    row("min_feasible", name, hi, int64_t(hi * double(b.peak)), at_hi, 1);
+    const auto budget = int64_t(hi * double(b.peak));
+    row("min_feasible", name, hi, budget, at_hi, 1, {plan.simulate(budget, h), predicted_min});
   }
 }
 
@@ -344,6 +484,7 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
                "usage: %s --out CSV [--models LIST] [--heuristics LIST] [--ratios LIST]\n"
                "          [--other-ratios LIST] [--steps N] [--warmup N] [--threads N]\n"
                "          [--max-slowdown X] [--bisect-heuristics LIST] [--no-bisect] [--no-checkpoint]\n"
+               "          [--predict-only]\n"
                "  --models      comma list of chain,gpt,resnet,unet,lstm,chain_b2048\n"
                "                (default: all but chain_b2048)\n"
                "  --heuristics  comma list (default dtr_eq,dtr,dtr_local,lru,size,msps)\n"
@@ -353,7 +494,9 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
                "  --max-slowdown  a point whose warm-up step takes more than this many times the\n"
                "                unbudgeted step's CPU time is measured by that step alone (default 20, 0 = off)\n"
                "  --bisect-heuristics  heuristics whose smallest feasible ratio is searched\n"
-               "                (default: all of --heuristics)\n",
+               "                (default: all of --heuristics)\n"
+               "  --predict-only  measure only the unbudgeted baseline and write the planner's\n"
+               "                predictions for every other point (no checkpoint rows)\n",
                argv0);
   std::exit(2);
 }
@@ -440,6 +583,8 @@ Options parse(int argc, char** argv) {
       o.bisect = false;
     } else if (flag == "--no-checkpoint") {
       o.checkpoint = false;
+    } else if (flag == "--predict-only") {
+      o.predict_only = true;
     } else if (flag == "-h" || flag == "--help") {
       usage(argv[0]);
     } else {

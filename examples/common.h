@@ -1,7 +1,8 @@
 // What the example programs share: a small command-line flag parser, the
 // error types and exit codes of a training program, the memory figures of
 // each log line and the per-step summary (DTR_LOG=info), a progress bar for
-// terminals, the --budget-fraction measurement and the closing summary line.
+// terminals, the --budget-fraction measurement, the budget planner's flags
+// (--plan, --budget-fraction auto) and the closing summary line.
 //
 // Exit codes of every example:
 //   0  success
@@ -61,6 +62,14 @@ inline std::string strprintf(const char* format, ...) {
 
 // ---- flags -----------------------------------------------------------------------
 
+/// --budget-fraction: a fraction of the unbudgeted peak, or "auto" (the
+/// planner picks the budget), or unset.
+struct BudgetFlag {
+  std::optional<double> fraction;
+  bool automatic = false;
+  bool given() const { return fraction.has_value() || automatic; }
+};
+
 /// Flags of the form `--name value` or `--name=value`; `--help` prints the
 /// usage. Every flag has a default (shown in --help) held in the variable it
 /// writes to. Unknown flags, missing values and malformed numbers throw
@@ -85,6 +94,15 @@ class FlagParser {
                       *target ? strprintf("%g", **target) : std::string("unset")});
   }
 
+  /// A switch: `--name` takes no value and sets `*target` to true.
+  void add(std::string name, bool* target, std::string help) {
+    flags_.push_back({std::move(name), std::move(help), target, *target ? "on" : "off"});
+  }
+  /// A number in (0, 1] or "auto" (the syntax only; the caller checks the range).
+  void add(std::string name, BudgetFlag* target, std::string help) {
+    flags_.push_back({std::move(name), std::move(help), target, "unset"});
+  }
+
   /// Parses argv into the registered variables. Returns false when --help was
   /// given (the usage has been printed to stdout and the program should exit 0).
   bool parse(int argc, char** argv) {
@@ -106,6 +124,11 @@ class FlagParser {
       }
       Flag* flag = find(name);
       if (flag == nullptr) throw UsageError(strprintf("unknown flag --%s", name.c_str()));
+      if (auto* on = std::get_if<bool*>(&flag->target)) {
+        if (value) throw UsageError(strprintf("flag --%s takes no value", name.c_str()));
+        **on = true;
+        continue;
+      }
       if (!value) {
         if (i + 1 >= argc) throw UsageError(strprintf("flag --%s needs a value", name.c_str()));
         value = argv[++i];
@@ -132,7 +155,8 @@ class FlagParser {
   }
 
  private:
-  using Target = std::variant<int64_t*, double*, std::string*, std::optional<double>*>;
+  using Target = std::variant<int64_t*, double*, std::string*, std::optional<double>*, bool*,
+                              BudgetFlag*>;
   struct Flag {
     std::string name, help;
     Target target;
@@ -148,6 +172,8 @@ class FlagParser {
   static const char* placeholder(const Flag& f) {
     if (std::holds_alternative<int64_t*>(f.target)) return "N";
     if (std::holds_alternative<std::string*>(f.target)) return "S";
+    if (std::holds_alternative<bool*>(f.target)) return "";
+    if (std::holds_alternative<BudgetFlag*>(f.target)) return "X|auto";
     return "X";
   }
 
@@ -176,6 +202,12 @@ class FlagParser {
       **p = parse_double(f.name, value);
     } else if (auto* p = std::get_if<std::optional<double>*>(&f.target)) {
       **p = parse_double(f.name, value);
+    } else if (auto* p = std::get_if<BudgetFlag*>(&f.target)) {
+      if (value == "auto") {
+        **p = BudgetFlag{.fraction = std::nullopt, .automatic = true};
+      } else {
+        **p = BudgetFlag{.fraction = parse_double(f.name, value), .automatic = false};
+      }
     } else {
       *std::get<std::string*>(f.target) = value;
     }
@@ -292,39 +324,96 @@ inline void log_step(int64_t step, double seconds, const dtr::remat::Stats& s) {
 
 // ---- the budget ---------------------------------------------------------------------
 
+/// Builds a fresh model and optimizer from the seed and returns one
+/// training step of it; each call of the step runs the next step.
+using StepMaker = std::function<std::function<void()>()>;
+
 /// Where the run's budget came from.
 struct BudgetPlan {
   std::optional<int64_t> budget;   // the cap in force during training (nullopt: none)
-  int64_t unbudgeted_peak = -1;    // measured peak of a step with no budget (-1: not measured)
-  std::optional<double> fraction;  // --budget-fraction, when given
+  int64_t unbudgeted_peak = -1;    // peak of a step with no budget (-1: not measured)
+  std::optional<double> fraction;  // budget / unbudgeted_peak, when --budget-fraction was given
+  bool planned = false;            // --budget-fraction auto: the planner chose the budget
+  double max_slowdown = 0;         // with `planned`: --max-slowdown
+  double predicted_slowdown = 0;   // with `planned` and a budget: the planner's prediction
 };
 
-/// Decides the budget of a run. With --budget-fraction F, `run_steps` (which
-/// builds a fresh model from the seed and runs two training steps: the first
-/// creates the optimizer state, the second is a steady-state step) runs with
-/// no budget, its peak is read from the runtime's stats, and the budget
-/// becomes F times that peak; the caller then rebuilds its model from the same
-/// seed, so the measured steps leave no trace in the run. Without it, the
-/// budget is whatever DTR_MEMORY_BUDGET set (possibly none).
-inline BudgetPlan plan_budget(std::optional<double> fraction,
-                              const std::function<void()>& run_steps) {
+/// The predicted slowdown of `budget` in `report` (the first heuristic's
+/// grid points and smallest feasible budget), or 0 when no feasible point has it.
+inline double predicted_slowdown(const dtr::remat::PlanReport& report, int64_t budget) {
+  double best = 0;
+  auto consider = [&](const dtr::remat::PlanPoint& p, dtr::Heuristic first) {
+    if (p.heuristic != first || !p.feasible() || p.budget_bytes != budget) return;
+    if (best == 0 || p.predicted_slowdown < best) best = p.predicted_slowdown;
+  };
+  const dtr::Heuristic first = !report.points.empty()               ? report.points.front().heuristic
+                               : !report.smallest_feasible.empty() ? report.smallest_feasible.front().heuristic
+                                                                   : dtr::Heuristic::kDtrEq;
+  for (const auto& p : report.points) consider(p, first);
+  for (const auto& p : report.smallest_feasible) consider(p, first);
+  return best;
+}
+
+/// Decides the budget of a run. With --budget-fraction F, one fresh model
+/// from `make_step` runs two training steps with no budget (the first
+/// creates the optimizer state, the second is a steady-state step), its peak
+/// is read from the runtime's stats, and the budget becomes F times that
+/// peak. With --budget-fraction auto, the planner (dtr::remat::plan: one
+/// warm-up step, one recorded step, the default heuristic) predicts every
+/// budget of a fresh model from `make_step`, and the budget becomes the
+/// smallest whose predicted slowdown is at most `max_slowdown`
+/// (dtr::remat::choose_budget), or none when no budget is. Either way the
+/// caller then rebuilds its model from the same seed, so these steps leave
+/// no trace in the run. Without the flag, the budget is whatever
+/// DTR_MEMORY_BUDGET set (possibly none).
+inline BudgetPlan plan_budget(const BudgetFlag& flag, double max_slowdown, const StepMaker& make_step) {
   BudgetPlan plan;
-  plan.fraction = fraction;
-  if (!fraction) {
+  if (!flag.given()) {
     plan.budget = dtr::remat::memory_budget();
     return plan;
   }
   dtr::remat::set_memory_budget(std::nullopt);
-  dtr::remat::reset_stats();
-  run_steps();
-  plan.unbudgeted_peak = dtr::remat::stats().peak_bytes;
-  plan.budget = std::max<int64_t>(1, int64_t(std::llround(*fraction * double(plan.unbudgeted_peak))));
+  if (flag.automatic) {
+    plan.planned = true;
+    plan.max_slowdown = max_slowdown;
+    const dtr::remat::PlanReport report = dtr::remat::plan(make_step());
+    plan.unbudgeted_peak = report.peak_bytes;
+    plan.budget = dtr::remat::choose_budget(report, max_slowdown);
+    if (plan.budget) {
+      plan.fraction = double(*plan.budget) / double(std::max<int64_t>(1, report.peak_bytes));
+      plan.predicted_slowdown = predicted_slowdown(report, *plan.budget);
+    }
+  } else {
+    dtr::remat::reset_stats();
+    {
+      const std::function<void()> step = make_step();
+      step();
+      step();
+    }
+    plan.unbudgeted_peak = dtr::remat::stats().peak_bytes;
+    plan.fraction = flag.fraction;
+    plan.budget =
+        std::max<int64_t>(1, int64_t(std::llround(*flag.fraction * double(plan.unbudgeted_peak))));
+  }
   dtr::remat::set_memory_budget(plan.budget);
   return plan;
 }
 
 /// One line describing the budget before training starts.
 inline std::string budget_line(const BudgetPlan& plan) {
+  if (plan.planned && plan.budget) {
+    return strprintf(
+        "memory: planned budget %s = %.3f x the unbudgeted peak of %s, predicted slowdown "
+        "%.3f (the smallest budget predicted within --max-slowdown %g)",
+        mib(*plan.budget).c_str(), *plan.fraction, mib(plan.unbudgeted_peak).c_str(),
+        plan.predicted_slowdown, plan.max_slowdown);
+  }
+  if (plan.planned) {
+    return strprintf(
+        "memory: no planned budget is predicted within --max-slowdown %g (one training step "
+        "needs %s with no budget); training with no budget",
+        plan.max_slowdown, mib(plan.unbudgeted_peak).c_str());
+  }
   if (plan.fraction) {
     return strprintf("memory: one training step needs %s with no budget; budget %.2f x that = %s",
                      mib(plan.unbudgeted_peak).c_str(), *plan.fraction,
@@ -332,6 +421,84 @@ inline std::string budget_line(const BudgetPlan& plan) {
   }
   if (plan.budget) return "memory: budget " + mib(*plan.budget) + " (from DTR_MEMORY_BUDGET)";
   return "memory: no budget (use --budget-fraction 0.5 or DTR_MEMORY_BUDGET=64MiB to set one)";
+}
+
+// ---- the planner's flags ---------------------------------------------------------------
+
+/// --plan, --plan-svg, --plan-heuristics and --max-slowdown.
+struct PlanFlags {
+  bool plan = false;           // print the plan of one training step and exit
+  std::string svg;             // write the plan's SVG here (with --plan)
+  std::string heuristics;      // heuristics --plan simulates (empty: all six)
+  double max_slowdown = 1.25;  // the slowdown --budget-fraction auto allows
+};
+
+/// --budget-fraction and the planner's flags.
+inline void add_budget_flags(FlagParser& flags, BudgetFlag* budget, PlanFlags* p) {
+  flags.add("budget-fraction", budget,
+            "train under this fraction of the measured peak of an unbudgeted step (e.g. 0.5; "
+            "overrides DTR_MEMORY_BUDGET), or 'auto': the smallest budget the planner predicts "
+            "within --max-slowdown");
+  flags.add("plan", &p->plan,
+            "predict every budget's cost from one recorded training step, print the table and exit");
+  flags.add("plan-svg", &p->svg, "with --plan: also write the plan as an SVG to this file");
+  flags.add("plan-heuristics", &p->heuristics,
+            "with --plan: comma list of heuristics to simulate (empty: dtr_eq,dtr,dtr_local,lru,size,msps)");
+  flags.add("max-slowdown", &p->max_slowdown,
+            "--budget-fraction auto picks the smallest budget predicted to slow a step by at most this factor");
+}
+
+/// The heuristics --plan simulates. Throws UsageError naming a bad one.
+inline std::vector<dtr::Heuristic> plan_heuristics(const PlanFlags& p) {
+  if (p.heuristics.empty()) {
+    return {dtr::Heuristic::kDtrEq, dtr::Heuristic::kDtr,  dtr::Heuristic::kDtrLocal,
+            dtr::Heuristic::kLru,   dtr::Heuristic::kSize, dtr::Heuristic::kMsps};
+  }
+  std::vector<dtr::Heuristic> out;
+  size_t begin = 0;
+  while (begin <= p.heuristics.size()) {
+    size_t end = p.heuristics.find(',', begin);
+    if (end == std::string::npos) end = p.heuristics.size();
+    const std::string name = p.heuristics.substr(begin, end - begin);
+    const auto h = dtr::parse_heuristic(name);
+    if (!h.ok()) {
+      throw UsageError("--plan-heuristics: " + std::string(h.status().message()));
+    }
+    out.push_back(*h);
+    begin = end + 1;
+  }
+  return out;
+}
+
+/// Throws UsageError unless --budget-fraction is unset, "auto" or in (0, 1],
+/// for --max-slowdown below 1, a bad --plan-heuristics list, or --plan-svg /
+/// --plan-heuristics without --plan.
+inline void check_budget_flags(const BudgetFlag& budget, const PlanFlags& p) {
+  require(!budget.fraction || (*budget.fraction > 0 && *budget.fraction <= 1),
+          "--budget-fraction must be in (0, 1] or auto");
+  require(p.max_slowdown >= 1,
+          strprintf("--max-slowdown must be at least 1 (1 is the unbudgeted step's time), got %g",
+                    p.max_slowdown));
+  require(p.plan || (p.svg.empty() && p.heuristics.empty()),
+          "--plan-svg and --plan-heuristics need --plan");
+  plan_heuristics(p);
+}
+
+/// --plan: plans one training step of a fresh model from `make_step` (after
+/// one warm-up step; nothing trains), prints the table to stdout and writes
+/// the SVG when --plan-svg was given.
+inline int run_plan(const PlanFlags& p, const StepMaker& make_step) {
+  if (!p.svg.empty()) check_writable(p.svg, "--plan-svg");
+  dtr::remat::PlanOptions options;
+  options.heuristics = plan_heuristics(p);
+  const dtr::remat::PlanReport report = dtr::remat::plan(make_step(), options);
+  std::fputs(dtr::remat::format_plan(report).c_str(), stdout);
+  if (!p.svg.empty()) {
+    dtr::remat::write_plan_svg(report, p.svg);
+    std::printf("plan: wrote %s\n", p.svg.c_str());
+  }
+  std::fflush(stdout);
+  return kExitOk;
 }
 
 /// The exact figures, for scripts and tests: bytes and counts of the run.

@@ -18,9 +18,13 @@
 // Training: AdamW with linear warm-up and cosine decay to zero. With
 // --budget-fraction F the program measures the peak memory of a training
 // step with no budget, then trains under F times that peak; the losses are
-// bitwise those of a run with no budget.
+// bitwise those of a run with no budget. --plan records one training step and
+// prints what every budget would cost (dtr::remat::plan) without training;
+// --budget-fraction auto trains under the smallest budget whose predicted
+// slowdown is within --max-slowdown.
 //
 //   ./build/examples/train_cnn --epochs 2 --budget-fraction 0.5
+//   ./build/examples/train_cnn --plan --plan-svg plan.svg
 //   ./build/examples/train_cnn --help
 #include <zlib.h>
 
@@ -65,7 +69,8 @@ struct Config {
   std::string data = kDefaultData;
   std::string device = "cpu";
   int64_t threads = 1;
-  std::optional<double> budget_fraction;
+  examples::BudgetFlag budget_fraction;
+  examples::PlanFlags plan;
 };
 
 // ---- IDX files through zlib --------------------------------------------------------
@@ -369,9 +374,7 @@ Config parse_flags(int argc, char** argv, bool* help) {
   flags.add("threads", &c.threads,
             "kernel threads (0: all cores; on a busy 2-core machine one thread is faster)");
   flags.add("log-interval", &c.log_interval, "steps between log lines");
-  flags.add("budget-fraction", &c.budget_fraction,
-            "train under this fraction of the measured peak of an unbudgeted step "
-            "(e.g. 0.5; overrides DTR_MEMORY_BUDGET)");
+  examples::add_budget_flags(flags, &c.budget_fraction, &c.plan);
   *help = !flags.parse(argc, argv);
   if (*help) return c;
 
@@ -388,8 +391,7 @@ Config parse_flags(int argc, char** argv, bool* help) {
   require(c.limit >= 0, "--limit must be non-negative");
   require(c.threads >= 0, "--threads must be non-negative");
   require(c.log_interval >= 1, "--log-interval must be at least 1");
-  require(!c.budget_fraction || (*c.budget_fraction > 0 && *c.budget_fraction <= 1),
-          "--budget-fraction must be in (0, 1]");
+  examples::check_budget_flags(c.budget_fraction, c.plan);
   examples::check_device(c.device);
   return c;
 }
@@ -419,13 +421,21 @@ int run(int argc, char** argv) {
   const int64_t total = c.steps > 0 ? std::min(c.steps, c.epochs * steps_per_epoch)
                                     : c.epochs * steps_per_epoch;
 
-  const examples::BudgetPlan plan = examples::plan_budget(c.budget_fraction, [&] {
-    Trainer probe = build(c);
+  // --plan and --budget-fraction measure steps 1, 2, ... of a throw-away
+  // model, each on the first batch in file order.
+  const examples::StepMaker make_step = [&] {
+    auto probe = std::make_shared<Trainer>(build(c));
     std::vector<int64_t> order(static_cast<size_t>(train.n));
     std::iota(order.begin(), order.end(), 0);
-    const Batch b = make_batch(train, order, 0, std::min(train.n, c.batch_size));
-    for (int64_t step = 1; step <= 2; ++step) train_step(probe, b, lr_at(c, step, total));
-  });
+    auto b = std::make_shared<Batch>(make_batch(train, order, 0, std::min(train.n, c.batch_size)));
+    return std::function<void()>([&c, total, probe, b, step = int64_t(0)]() mutable {
+      ++step;
+      train_step(*probe, *b, lr_at(c, step, total));
+    });
+  };
+  if (c.plan.plan) return examples::run_plan(c.plan, make_step);
+  const examples::BudgetPlan plan =
+      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
 
   Trainer t = build(c);
   int64_t n_params = 0;

@@ -21,11 +21,16 @@
 // clipping by global norm. With --budget-fraction F the program measures the
 // peak memory of a training step with no budget, then trains under F times
 // that peak; the losses are bitwise those of a run with no budget.
-// DTR_MEMORY_BUDGET caps memory the same way. --save / --resume write and
+// DTR_MEMORY_BUDGET caps memory the same way. --plan records one training
+// step and prints what every budget would cost (dtr::remat::plan) without
+// training; --budget-fraction auto trains under the smallest budget whose
+// predicted slowdown is within --max-slowdown. --save / --resume write and
 // read a checkpoint (weights, optimizer state, step, generator state) in
 // safetensors form; a resumed run continues bitwise as if uninterrupted.
 //
 //   ./build/examples/train_gpt --budget-fraction 0.5
+//   ./build/examples/train_gpt --plan --plan-svg plan.svg
+//   ./build/examples/train_gpt --budget-fraction auto --max-slowdown 1.25
 //   ./build/examples/train_gpt --help
 #include <sys/stat.h>
 
@@ -83,7 +88,8 @@ struct Config {
   std::string data = kDefaultData;
   std::string device = "cpu";
   int64_t threads = 1;
-  std::optional<double> budget_fraction;
+  examples::BudgetFlag budget_fraction;
+  examples::PlanFlags plan;
   std::string save, resume;
 };
 
@@ -481,9 +487,7 @@ Config parse_flags(int argc, char** argv, bool* help) {
   flags.add("eval-batches", &c.eval_batches, "batches per validation loss");
   flags.add("sample-bytes", &c.sample_bytes, "bytes of text to generate at the end (0: none)");
   flags.add("temperature", &c.temperature, "sampling temperature of the generated text");
-  flags.add("budget-fraction", &c.budget_fraction,
-            "train under this fraction of the measured peak of an unbudgeted step "
-            "(e.g. 0.5; overrides DTR_MEMORY_BUDGET)");
+  examples::add_budget_flags(flags, &c.budget_fraction, &c.plan);
   flags.add("save", &c.save, "write a checkpoint here at the end");
   flags.add("resume", &c.resume, "continue from this checkpoint");
   *help = !flags.parse(argc, argv);
@@ -512,8 +516,7 @@ Config parse_flags(int argc, char** argv, bool* help) {
   require(c.eval_batches >= 1, "--eval-batches must be at least 1");
   require(c.sample_bytes >= 0, "--sample-bytes must be non-negative");
   require(c.temperature > 0, "--temperature must be positive");
-  require(!c.budget_fraction || (*c.budget_fraction > 0 && *c.budget_fraction <= 1),
-          "--budget-fraction must be in (0, 1]");
+  examples::check_budget_flags(c.budget_fraction, c.plan);
   examples::check_device(c.device);
   return c;
 }
@@ -536,11 +539,16 @@ int run(int argc, char** argv) {
                               static_cast<long long>(c.seq_len + 2)));
   }
 
-  // --budget-fraction: two steps of a throw-away model measure the peak.
-  const examples::BudgetPlan plan = examples::plan_budget(c.budget_fraction, [&] {
-    Trainer probe = build(c);
-    for (int64_t step = 1; step <= 2; ++step) train_step(c, probe, train, step);
-  });
+  // --plan and --budget-fraction measure steps 1, 2, ... of a throw-away model.
+  const examples::StepMaker make_step = [&] {
+    auto probe = std::make_shared<Trainer>(build(c));
+    return std::function<void()>([&c, &train, probe, step = int64_t(0)]() mutable {
+      train_step(c, *probe, train, ++step);
+    });
+  };
+  if (c.plan.plan) return examples::run_plan(c.plan, make_step);
+  const examples::BudgetPlan plan =
+      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
 
   Trainer t = build(c);
   int64_t n_params = 0;

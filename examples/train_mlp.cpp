@@ -1,34 +1,50 @@
 // Trains a small MLP classifier on a synthetic task with AdamW:
 //   x ~ N(0, I) in 16 dims, label = argmax(x · W_teacher) over 4 classes,
 //   model Linear(16, 256) → GELU → Linear(256, 256) → GELU → Linear(256, 4),
-//   cross-entropy loss, batch 128, a fresh batch every step.
+//   cross-entropy loss, batch 128 (--batch), a fresh batch every step.
 // Prints the loss every 20 steps, the final loss and accuracy, and the remat
-// runtime's statistics. Set DTR_MEMORY_BUDGET (e.g. 1700KiB; the unbudgeted
-// peak is about 1.9 MB, of which parameters and AdamW state are ~0.9 MB) to
-// train under a memory budget: the losses stay bitwise the same.
+// runtime's statistics. --budget-fraction F (or DTR_MEMORY_BUDGET) trains
+// under a memory budget: the losses stay bitwise the same. At batch 128 the
+// unbudgeted peak (1.66 MB) is all never evictable (parameters, AdamW state
+// and the working set of its update), so no smaller budget can run; at
+// --batch 1024 activations are most of it. --plan records one training step and prints what every budget
+// would cost without training; --budget-fraction auto trains under the
+// smallest budget whose predicted slowdown is within --max-slowdown.
 //
-//   ./build/examples/train_mlp [steps=200] [seed=0]
-#include <chrono>
+//   ./build/examples/train_mlp [--steps 200] [--seed 0] [--batch 128] [--budget-fraction F|auto]
+//   ./build/examples/train_mlp --plan [--plan-svg plan.svg]
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include <dtr/dtr.h>
 
+#include "common.h"
+
 namespace {
 
-constexpr int64_t kInputs = 16, kHidden = 256, kClasses = 4, kBatch = 128;
+constexpr const char* kProgram = "train_mlp";
+constexpr int64_t kInputs = 16, kHidden = 256, kClasses = 4;
+
+struct Config {
+  int64_t steps = 200;
+  int64_t seed = 0;
+  // 128: parameters, AdamW state and one op's working set are the whole peak,
+  // so no budget below it is feasible; 1024 gives activations room to evict.
+  int64_t batch = 128;
+  examples::BudgetFlag budget_fraction;
+  examples::PlanFlags plan;
+};
 
 struct Batch {
   dtr::Tensor x, y;
 };
 
 // A fresh batch from the global generator: inputs and their teacher labels.
-Batch next_batch(const dtr::Tensor& teacher) {
+Batch next_batch(const dtr::Tensor& teacher, int64_t batch) {
   dtr::NoGradGuard no_grad;
   Batch b;
-  b.x = dtr::randn({kBatch, kInputs});
+  b.x = dtr::randn({batch, kInputs});
   b.y = dtr::argmax(dtr::matmul(b.x, teacher), 1);
   return b;
 }
@@ -39,66 +55,107 @@ double accuracy(const dtr::Tensor& logits, const dtr::Tensor& y) {
   return dtr::mean(correct).item<double>();
 }
 
+/// The teacher, model and optimizer from the seed: the same every time.
+struct Trainer {
+  int64_t batch;
+  dtr::Tensor teacher;
+  dtr::nn::Sequential model;
+  std::unique_ptr<dtr::optim::AdamW> opt;
+
+  Trainer(uint64_t seed, int64_t batch)
+      : batch(batch),
+        teacher((dtr::manual_seed(seed), dtr::randn({kInputs, kClasses}))),
+        model{std::make_shared<dtr::nn::Linear>(kInputs, kHidden), std::make_shared<dtr::nn::GELU>(),
+              std::make_shared<dtr::nn::Linear>(kHidden, kHidden), std::make_shared<dtr::nn::GELU>(),
+              std::make_shared<dtr::nn::Linear>(kHidden, kClasses)},
+        opt(std::make_unique<dtr::optim::AdamW>(
+            model.parameters(), dtr::optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01})) {}
+
+  /// One optimizer step on a fresh batch; returns the loss.
+  double step() {
+    double loss_value = 0;
+    {
+      const Batch b = next_batch(teacher, batch);
+      opt->zero_grad();
+      const dtr::Tensor loss = dtr::cross_entropy(model.forward(b.x), b.y);
+      loss.backward();
+      loss_value = loss.item<double>();
+    }  // Dropping the loss lets the runtime prune its lineage before the update.
+    opt->step();
+    return loss_value;
+  }
+};
+
+Config parse_flags(int argc, char** argv, bool* help) {
+  Config c;
+  examples::FlagParser flags(kProgram,
+                             "train_mlp: trains a small MLP classifier on a synthetic task "
+                             "under an optional memory budget.");
+  flags.add("steps", &c.steps, "optimizer steps");
+  flags.add("seed", &c.seed, "seed of the teacher, the weights and the batches");
+  flags.add("batch", &c.batch, "examples per step");
+  examples::add_budget_flags(flags, &c.budget_fraction, &c.plan);
+  *help = !flags.parse(argc, argv);
+  if (*help) return c;
+  examples::require(c.steps >= 1, "--steps must be at least 1");
+  examples::require(c.seed >= 0, "--seed must be non-negative");
+  examples::require(c.batch >= 1, "--batch must be at least 1");
+  examples::check_budget_flags(c.budget_fraction, c.plan);
+  return c;
+}
+
+int run(int argc, char** argv) {
+  bool help = false;
+  const Config c = parse_flags(argc, argv, &help);
+  if (help) return examples::kExitOk;
+
+  const examples::StepMaker make_step = [&c] {
+    auto probe = std::make_shared<Trainer>(uint64_t(c.seed), c.batch);
+    return std::function<void()>([probe] { probe->step(); });
+  };
+  if (c.plan.plan) return examples::run_plan(c.plan, make_step);
+  const examples::BudgetPlan plan =
+      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
+
+  Trainer t(uint64_t(c.seed), c.batch);
+  int64_t n_params = 0;
+  for (const dtr::Tensor& p : t.model.parameters()) n_params += p.numel();
+  std::printf("train_mlp: %lld parameters, batch %lld, %lld steps, budget %s\n",
+              static_cast<long long>(n_params), static_cast<long long>(c.batch),
+              static_cast<long long>(c.steps),
+              plan.budget ? (std::to_string(*plan.budget) + " bytes").c_str() : "unlimited");
+  std::printf("%s\n", examples::budget_line(plan).c_str());
+
+  dtr::remat::reset_stats();
+  const auto start = examples::Clock::now();
+  double loss_value = 0;
+  for (int64_t step = 1; step <= c.steps; ++step) {
+    loss_value = t.step();
+    if (step % 20 == 0 || step == 1) {
+      std::printf("step %4lld  loss %.6f\n", static_cast<long long>(step), loss_value);
+    }
+  }
+  const double seconds = examples::seconds_since(start);
+
+  t.model.eval();
+  const Batch test = next_batch(t.teacher, c.batch);
+  dtr::Tensor logits;
+  {
+    dtr::NoGradGuard no_grad;
+    logits = t.model.forward(test.x);
+  }
+  const dtr::remat::Stats s = dtr::remat::stats();
+  std::printf("final loss %.6f  held-out accuracy %.3f  (%.2f s, %.1f ms/step)\n", loss_value,
+              accuracy(logits, test.y), seconds, 1e3 * seconds / double(c.steps));
+  std::printf("remat: peak %lld bytes, evictions %lld, rematerializations %lld\n",
+              static_cast<long long>(s.peak_bytes), static_cast<long long>(s.evictions),
+              static_cast<long long>(s.rematerializations));
+  std::printf("%s\n", examples::stats_line(s, plan, seconds).c_str());
+  return examples::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    const int steps = argc > 1 ? std::atoi(argv[1]) : 200;
-    const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 0;
-    if (steps <= 0) {
-      std::fprintf(stderr, "usage: %s [steps > 0] [seed]\n", argv[0]);
-      return 2;
-    }
-    dtr::manual_seed(seed);
-    const dtr::Tensor teacher = dtr::randn({kInputs, kClasses});
-
-    dtr::nn::Sequential model{std::make_shared<dtr::nn::Linear>(kInputs, kHidden),
-                              std::make_shared<dtr::nn::GELU>(),
-                              std::make_shared<dtr::nn::Linear>(kHidden, kHidden),
-                              std::make_shared<dtr::nn::GELU>(),
-                              std::make_shared<dtr::nn::Linear>(kHidden, kClasses)};
-    int64_t n_params = 0;
-    for (const dtr::Tensor& p : model.parameters()) n_params += p.numel();
-    dtr::optim::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
-    std::printf("train_mlp: %lld parameters, batch %lld, %d steps, budget %s\n",
-                static_cast<long long>(n_params), static_cast<long long>(kBatch), steps,
-                dtr::remat::memory_budget()
-                    ? (std::to_string(*dtr::remat::memory_budget()) + " bytes").c_str()
-                    : "unlimited");
-
-    dtr::remat::reset_stats();
-    const auto start = std::chrono::steady_clock::now();
-    double loss_value = 0;
-    for (int step = 1; step <= steps; ++step) {
-      {
-        const Batch b = next_batch(teacher);
-        opt.zero_grad();
-        const dtr::Tensor loss = dtr::cross_entropy(model.forward(b.x), b.y);
-        loss.backward();
-        loss_value = loss.item<double>();
-      }  // Dropping the loss lets the runtime prune its lineage before the update.
-      opt.step();
-      if (step % 20 == 0 || step == 1) std::printf("step %4d  loss %.6f\n", step, loss_value);
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-    model.eval();
-    const Batch test = next_batch(teacher);
-    dtr::Tensor logits;
-    {
-      dtr::NoGradGuard no_grad;
-      logits = model.forward(test.x);
-    }
-    const dtr::remat::Stats s = dtr::remat::stats();
-    std::printf("final loss %.6f  held-out accuracy %.3f  (%.2f s, %.1f ms/step)\n", loss_value,
-                accuracy(logits, test.y), seconds, 1e3 * seconds / steps);
-    std::printf("remat: peak %lld bytes, evictions %lld, rematerializations %lld\n",
-                static_cast<long long>(s.peak_bytes), static_cast<long long>(s.evictions),
-                static_cast<long long>(s.rematerializations));
-    return 0;
-  } catch (const dtr::Error& e) {
-    std::fprintf(stderr, "train_mlp: %s\n", e.what());
-    return 1;
-  }
+  return examples::run_main(kProgram, [&] { return run(argc, argv); });
 }

@@ -1,7 +1,7 @@
 // End-to-end tests of the example programs (examples/train_gpt,
-// examples/train_cnn): each runs a few steps on a small slice of the real
-// data from Debian's packages, as a child process, and the tests read what it
-// prints. They check that
+// examples/train_cnn, examples/train_mlp): each runs a few steps on a small
+// slice of the real data from Debian's packages (train_mlp: synthetic data),
+// as a child process, and the tests read what it prints. They check that
 //   - the loss printed at every step is bitwise the same with and without a
 //     budget of half the measured peak, and that the budgeted run evicts and
 //     stays under its budget;
@@ -251,6 +251,7 @@ TEST_F(TrainGpt, BadInputEndsWithAMessage) {
       {{"--steps", "0"}, 2, "--steps must be at least 1"},
       {{"--heads", "3"}, 2, "must divide --n-embd"},
       {{"--budget-fraction", "1.5"}, 2, "--budget-fraction must be in (0, 1]"},
+      {{"--budget-fraction", "auto", "--max-slowdown", "0.9"}, 2, "--max-slowdown must be at least 1"},
       {{"--device", "tpu"}, 2, "--device must be cpu or cuda"},
       {{"--device", "cuda"}, 1, "not implemented"},
       {{"--budget-fraction", "0.01"}, 3, "budget"},
@@ -275,6 +276,7 @@ TEST_F(TrainGpt, BadInputEndsWithAMessage) {
   const Output help = run(*exe_, {"--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_TRUE(contains(help.out, "--budget-fraction")) << help.out;
+  EXPECT_TRUE(contains(help.out, "--plan")) << help.out;
 }
 
 // ---- train_cnn ----------------------------------------------------------------------------
@@ -368,6 +370,133 @@ TEST_F(TrainCnn, BadInputEndsWithAMessage) {
   r = run(*exe_, tiny({"--budget-fraction", "0.01"}));
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_TRUE(contains(r.err, "budget")) << r.all();
+}
+
+// ---- train_mlp: the planner's flags ---------------------------------------------------------
+
+class TrainMlp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    exe_ = program("train_mlp");
+    if (!exe_) GTEST_SKIP() << "train_mlp was not built (DTR_BUILD_EXAMPLES=OFF?)";
+  }
+  std::optional<fs::path> exe_;
+};
+
+/// The first line of `out` that starts with `prefix`, or "".
+std::string line_starting(const std::string& out, const std::string& prefix) {
+  for (const std::string& line : lines_of(out)) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+/// How many lines of `out` start with `prefix`.
+int rows_starting(const std::string& out, const std::string& prefix) {
+  int n = 0;
+  for (const std::string& line : lines_of(out)) n += line.rfind(prefix, 0) == 0 ? 1 : 0;
+  return n;
+}
+
+TEST_F(TrainMlp, PlanPrintsEveryHeuristicsBudgetsAndDoesNotTrain) {
+  const Output r = run(*exe_, {"--plan"});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_TRUE(contains(r.out, "recorded peak")) << r.out;
+  EXPECT_TRUE(contains(r.out, "floor")) << r.out;
+  EXPECT_TRUE(contains(r.out, "smallest feasible")) << r.out;
+  // One row per heuristic and budget: all six heuristics by default, at the
+  // default fractions 1.000 ... 0.100.
+  for (const char* h : {"dtr_eq", "dtr", "dtr_local", "lru", "size", "msps"}) {
+    EXPECT_GE(rows_starting(r.out, std::string("  ") + h + " "), 10) << h << "\n" << r.out;
+  }
+  EXPECT_TRUE(contains(r.out, "0.100")) << r.out;
+  // Nothing trained.
+  EXPECT_FALSE(contains(r.out, "final loss")) << r.out;
+  EXPECT_TRUE(line_starting(r.out, "step ").empty()) << r.out;
+
+  // --plan-heuristics narrows the rows.
+  const Output two = run(*exe_, {"--plan", "--plan-heuristics", "dtr_eq,lru"});
+  ASSERT_EQ(two.exit_code, 0) << two.all();
+  EXPECT_GE(rows_starting(two.out, "  lru "), 10) << two.out;
+  EXPECT_EQ(rows_starting(two.out, "  msps "), 0) << two.out;
+}
+
+TEST_F(TrainMlp, PlanSvgWritesAnSvgDocument) {
+  TempDir tmp;
+  const std::string svg = (tmp.path / "plan.svg").string();
+  const Output r = run(*exe_, {"--plan", "--plan-heuristics", "dtr_eq", "--plan-svg", svg});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  ASSERT_TRUE(fs::exists(svg)) << r.all();
+  const std::string doc = read_all(svg);
+  EXPECT_TRUE(doc.rfind("<?xml", 0) == 0 || doc.rfind("<svg", 0) == 0) << doc.substr(0, 200);
+  EXPECT_TRUE(contains(doc, "</svg>"));
+  EXPECT_TRUE(contains(r.out, svg)) << r.out;
+}
+
+TEST_F(TrainMlp, BudgetFractionAutoTrainsUnderThePlannedBudget) {
+  // At batch 128 nothing below the peak is feasible (parameters, AdamW state
+  // and the update's working set are all of it); at 1024 activations are.
+  const Output plain = run(*exe_, {"--steps", "3", "--batch", "1024"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  const Output r = run(*exe_, {"--steps", "3", "--batch", "1024", "--budget-fraction", "auto",
+                               "--max-slowdown", "1.5"});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+
+  // The fraction 1.0 of the recorded peak evicts nothing (slowdown 1), so
+  // some budget always qualifies; 0.9 replays one elementwise op of 39.
+  const std::string chosen = line_starting(r.out, "memory: planned budget");
+  ASSERT_FALSE(chosen.empty()) << r.out;
+  EXPECT_TRUE(contains(chosen, "predicted slowdown")) << chosen;
+  EXPECT_TRUE(contains(chosen, "--max-slowdown 1.5")) << chosen;
+  const double fraction = std::atof(field(chosen, "=").c_str());
+  EXPECT_GT(fraction, 0.0) << chosen;
+  EXPECT_LT(fraction, 1.0) << chosen;
+  const double slowdown = std::atof(field(chosen, "predicted slowdown").c_str());
+  EXPECT_GE(slowdown, 1.0) << chosen;
+  EXPECT_LE(slowdown, 1.5) << chosen;
+
+  const long long budget = stat(r.out, "budget_bytes");
+  EXPECT_GT(budget, 0) << r.out;
+  EXPECT_LE(stat(r.out, "peak_bytes"), budget) << r.out;
+  EXPECT_GT(stat(r.out, "evictions"), 0) << "the planned budget evicted nothing: the test is vacuous";
+  EXPECT_NEAR(double(budget), fraction * double(stat(r.out, "unbudgeted_peak_bytes")),
+              0.001 * double(budget) + 1);
+  // Training under it gives the losses of the run with no budget.
+  EXPECT_EQ(line_starting(r.out, "step "), line_starting(plain.out, "step "));
+  EXPECT_FALSE(line_starting(plain.out, "step ").empty()) << plain.out;
+  EXPECT_EQ(field(line_starting(r.out, "final loss"), "final loss"),
+            field(line_starting(plain.out, "final loss"), "final loss"));
+}
+
+TEST_F(TrainMlp, BadPlannerFlagsEndWithAMessage) {
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--budget-fraction", "auto", "--max-slowdown", "0.5"}, 2, "--max-slowdown must be at least 1"},
+      {{"--budget-fraction", "most"}, 2, "--budget-fraction expects a number, got 'most'"},
+      {{"--budget-fraction", "0"}, 2, "--budget-fraction must be in (0, 1] or auto"},
+      {{"--plan", "--plan-heuristics", "dtr_eq,fifo"}, 2, "--plan-heuristics"},
+      {{"--plan-svg", "x.svg"}, 2, "need --plan"},
+      {{"--plan=yes"}, 2, "--plan takes no value"},
+      {{"--steps", "0"}, 2, "--steps must be at least 1"},
+      {{"--batch", "0"}, 2, "--batch must be at least 1"},
+      {{"7"}, 2, "unexpected argument '7'"},
+      {{"--plan", "--plan-svg", "/nonexistent/dir/plan.svg"}, 1, "directory /nonexistent/dir does not exist"},
+  };
+  for (const Case& c : cases) {
+    const Output r = run(*exe_, c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args[0] << "\n" << r.all();
+    EXPECT_TRUE(contains(r.err, c.message)) << "expected '" << c.message << "'\n" << r.all();
+    EXPECT_TRUE(contains(r.err, "train_mlp: ")) << r.all();
+  }
+  const Output help = run(*exe_, {"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* flag : {"--plan ", "--plan-svg", "--plan-heuristics", "--max-slowdown", "X|auto"}) {
+    EXPECT_TRUE(contains(help.out, flag)) << flag << "\n" << help.out;
+  }
 }
 
 }  // namespace

@@ -14,27 +14,24 @@
 //       [--predict-only]
 //
 // Beside every measured point stands the budget planner's prediction
-// (remat/planner.h): after the unbudgeted baseline, a fresh workload from
-// seed 0 runs --warmup steps with no budget and its next step is recorded
-// (dtr::remat::record_step); each budget and min_feasible point is then
-// simulated on that trace (dtr::remat::simulate: same budget bytes, default
-// device, same heuristic), and per heuristic the smallest feasible ratio is
-// bisected on the trace (dtr::remat::plan_trace, to 0.001 of the recorded
-// peak) into predicted_min_feasible_ratio, as a ratio of the measured
-// unbudgeted peak like `ratio`. The predicted_* counts are of ONE step
-// simulated from the unbudgeted steady state (what was resident between
-// steps of an unbudgeted run); the measured *_per_step counts are averages
-// over --steps steps that follow --warmup steps already run under the budget,
-// so each measured step starts from the state the budget left (evicted
-// storages, a clock that has advanced), not from the unbudgeted one. Where
-// the policy is deterministic and the budgeted steps reach a steady state
-// that matches the recorded start, the two agree exactly; elsewhere the
-// difference is that starting state. predicted_slowdown is (step time +
-// Σ replayed ops' kernel times measured in the recorded step) / step time,
-// against the measured `slowdown` (CPU-time ratio). simulate_ms is the wall
-// time of that one simulation, to set against unbudgeted_ms. --predict-only
-// measures the unbudgeted baseline (its peak sets the budgets) and writes
-// predictions only: the other points' measured columns stay empty.
+// (remat/planner.h). A fresh workload from seed 0 is recorded with no budget
+// for --warmup + --steps steps, its counters restarting after the warm-up
+// (dtr::remat::record_steps): simulating that trace under a point's budget
+// and heuristic (dtr::remat::simulate, default device) predicts exactly
+// what measure() runs there: the budget set on the fresh workload, the
+// warm-up steps under it, then the measured steps, whose counts both sides
+// report per step. The bisection's probes (one warm-up step, one step) get
+// a trace of their own, on which predicted_min_feasible_ratio is bisected
+// (dtr::remat::plan_trace, to 0.001 of the recorded peak), as a ratio of the
+// measured unbudgeted peak like `ratio`. Counts can still differ where
+// the policy samples candidates (DTR_SAMPLE=sqrt with more than 128 of
+// them): the sampler's state is the process's, advanced by earlier points.
+// predicted_slowdown is (step time + Σ replayed ops' kernel times measured
+// in the recording) / step time, against the measured `slowdown`
+// (CPU-time ratio). simulate_ms is the wall time of that one simulation, to
+// set against unbudgeted_ms. --predict-only measures the unbudgeted
+// baseline (its peak sets the budgets) and writes predictions only: the
+// other points' measured columns stay empty.
 //
 // Every point builds its model, optimizer and inputs afresh from seed 0, so
 // points do not depend on each other. Counts in the CSV are per measured
@@ -333,16 +330,27 @@ void add_revolve(const dtr::zoo::ChainShape& c, Row& r) {
   }
 }
 
-/// The planner's view of one model: one steady-state step, recorded.
+/// The planner's view of one model: what measure() runs, recorded once
+/// with no budget from a fresh workload (dtr::remat::record_steps): warm-up
+/// steps, then measured ones whose counts the simulation reports.
 struct Prediction {
   std::shared_ptr<const dtr::remat::StepTrace> trace;
   dtr::Device device;
-  int64_t peak = 0;        // the recorded step's unbudgeted peak
-  double record_ms = 0;    // wall time of the recorded step (recording included)
+  int64_t peak = 0;        // the measured steps' unbudgeted peak
+  double record_ms = 0;    // wall time of the recording (all its steps)
 
-  /// The simulation of `trace` under `budget` with `h`.
+  /// The simulation of `trace` under `budget` with `h`, its counts per
+  /// measured step (as the measured columns are).
   dtr::remat::PlanPoint simulate(std::optional<int64_t> budget, dtr::Heuristic h) const {
-    return dtr::remat::simulate(*trace, device, budget, h);
+    dtr::remat::PlanPoint p = dtr::remat::simulate(*trace, device, budget, h);
+    const int n = dtr::remat::measured_steps(*trace);
+    p.evictions /= n;
+    p.rematerializations /= n;
+    p.recomputed_ops /= n;
+    p.recomputed_flops /= n;
+    p.recompute_seconds /= n;
+    p.recompute_seconds_estimated /= n;
+    return p;
   }
   /// The smallest feasible budget of `h` on the trace (bisection to 0.001 of
   /// the recorded peak), as a ratio of `measured_peak`; -1 when even the
@@ -360,18 +368,18 @@ struct Prediction {
   }
 };
 
-/// Builds `spec`'s workload from seed 0, runs `warmup` steps with no budget
-/// (as measure() runs its warm-up, there under the budget) and records the next.
-Prediction record(const ModelSpec& spec, int warmup) {
+/// Builds `spec`'s workload from seed 0 and records `warmup` + `steps`
+/// steps with no budget, the counters restarting after the warm-up: a
+/// simulation then predicts measure(spec, budget, h, kPlain, warmup, steps).
+Prediction record(const ModelSpec& spec, int warmup, int steps) {
   auto& runtime = dtr::remat::Runtime::global();
   runtime.set_memory_budget(std::nullopt);
   runtime.set_heuristic(dtr::Heuristic::kDtrEq);
   Prediction p;
   p.device = dtr::default_device();
   const std::unique_ptr<dtr::zoo::Workload> workload = spec.make(/*seed=*/0);
-  for (int i = 0; i < warmup; ++i) workload->step(Mode::kPlain);
   const auto t0 = std::chrono::steady_clock::now();
-  p.trace = dtr::remat::record_step([&] { workload->step(Mode::kPlain); });
+  p.trace = dtr::remat::record_steps([&] { workload->step(Mode::kPlain); }, warmup, steps);
   p.record_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   p.peak = p.simulate(std::nullopt, dtr::Heuristic::kDtrEq).peak_bytes;
   return p;
@@ -387,7 +395,9 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
   const Baseline b{base.times, base.peak_bytes, base.resident_between_steps};
   const double limit = o.max_slowdown * base.times.median_cpu_ms;  // 0: no limit
   const int64_t parameter_bytes = base.parameter_bytes;
-  const Prediction plan = record(spec, o.warmup);
+  const Prediction plan = record(spec, o.warmup, o.steps);
+  // The bisection's probes run one warm-up step and one measured step.
+  const Prediction probe = o.bisect ? record(spec, 1, 1) : plan;
   std::fprintf(stderr, "  %-7s recorded one step: %.1f ms, peak %.1f MiB (measured %.1f MiB)\n",
                spec.name.c_str(), plan.record_ms, double(plan.peak) / (1 << 20), double(b.peak) / (1 << 20));
 
@@ -434,11 +444,11 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
         o.bisect && (o.bisect_heuristics.empty() ||
                      std::find(o.bisect_heuristics.begin(), o.bisect_heuristics.end(), h) != o.bisect_heuristics.end());
     if (!bisect_this) continue;
-    const double predicted_min = plan.min_feasible_ratio(h, b.peak);
+    const double predicted_min = probe.min_feasible_ratio(h, b.peak);
     if (o.predict_only) {
       const double ratio = predicted_min >= 0 ? predicted_min : 1.0;
       const auto budget = int64_t(ratio * double(b.peak));
-      row("min_feasible", name, ratio, budget, Measurement{}, 0, {plan.simulate(budget, h), predicted_min},
+      row("min_feasible", name, ratio, budget, Measurement{}, 0, {probe.simulate(budget, h), predicted_min},
           /*measured=*/false);
       continue;
     }
@@ -472,7 +482,7 @@ void sweep_model(const ModelSpec& spec, const Options& o, CsvWriter& csv) {
     }
     if (!have_hi) at_hi = measure(spec, int64_t(hi * double(b.peak)), h, Mode::kPlain, 1, 1, limit);
     const auto budget = int64_t(hi * double(b.peak));
-    row("min_feasible", name, hi, budget, at_hi, 1, {plan.simulate(budget, h), predicted_min});
+    row("min_feasible", name, hi, budget, at_hi, 1, {probe.simulate(budget, h), predicted_min});
   }
 }
 

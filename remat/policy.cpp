@@ -209,7 +209,7 @@ class DtrEqPolicy final : public EvictionPolicy {
     const int32_t id = new_class(local_cost(s));
     ps(s).remat_class = id;
     ps(s).evicted_neighbours.clear();
-    members_.insert(&s);
+    add_member(s);
     for_each_neighbour(s, [&](Storage& n) {
       if (ps(n).remat_class >= 0) {
         unite(id, ps(n).remat_class);
@@ -267,7 +267,7 @@ class DtrEqPolicy final : public EvictionPolicy {
     const int32_t r = find(ps(s).remat_class);
     classes_[size_t(r)].cost = std::max(0.0, classes_[size_t(r)].cost - local_cost(s));
     ps(s).remat_class = -1;
-    members_.erase(&s);
+    remove_member(s);
     for_each_neighbour(s, [&](Storage& n) { forget(n, &s, pool); });
     if (members_.empty()) {
       classes_.clear();
@@ -305,8 +305,27 @@ class DtrEqPolicy final : public EvictionPolicy {
     }
   }
 
+  // The evicted members in a list (swap-remove, positions in
+  // PolicyState::member_index), not a hash set: rebuild() walks them, and the
+  // order of its unions decides how class costs are summed, so it must not
+  // depend on addresses (a simulated run, Note [planner], has others).
+  void add_member(Storage& s) {
+    ps(s).member_index = int32_t(members_.size());
+    members_.push_back(&s);
+  }
+  void remove_member(Storage& s) {
+    const int32_t i = ps(s).member_index;
+    if (i < 0) return;
+    if (size_t(i) + 1 != members_.size()) {
+      members_[size_t(i)] = members_.back();
+      ps(*members_[size_t(i)]).member_index = i;
+    }
+    members_.pop_back();
+    ps(s).member_index = -1;
+  }
+
   std::vector<Class> classes_;
-  absl::flat_hash_set<Storage*> members_;
+  std::vector<Storage*> members_;
   std::vector<int32_t> roots_;
 };
 

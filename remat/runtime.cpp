@@ -316,9 +316,19 @@ struct Runtime::Impl final : CandidateSync {
   void reseat_policy_state() {
     for (const auto& m : devices)
       for (Storage* s : m->tracked) st(*s).policy = PolicyState{};
+    // In lineage order, not the hash set's (addresses): the order of the
+    // unions decides how class costs are summed (Note [planner]).
+    std::vector<Storage*> evicted;
     for (const auto& m : devices)
       for (Storage* s : m->tracked)
-        if (!s->resident() && replayable_lineage(*s)) policy->on_evict(*s, *this);
+        if (!s->resident() && replayable_lineage(*s)) evicted.push_back(s);
+    std::sort(evicted.begin(), evicted.end(), [](const Storage* a, const Storage* b) {
+      const int64_t ta = producer(*a)->tick, tb = producer(*b)->tick;
+      if (ta != tb) return ta < tb;
+      if (a->nbytes() != b->nbytes()) return a->nbytes() < b->nbytes();
+      return st(*a).last_access < st(*b).last_access;
+    });
+    for (Storage* s : evicted) policy->on_evict(*s, *this);
     for (const auto& m : devices)
       for (Storage* s : m->tracked) m->pool.sync(*s);
   }
@@ -1079,6 +1089,11 @@ std::shared_ptr<Storage> Runtime::Impl::before_mutation(const std::shared_ptr<St
   auto old = new_storage(s->nbytes(), s->device());
   StorageState& ost = st(*old);
   if (has_lineage) {
+    // Accounted here from the start (as a storage whose bytes were evicted),
+    // so its destruction is seen like any other's (Note [planner]).
+    DeviceMemory& m = memory(old->device());
+    ost.memory = &m;
+    m.tracked.insert(old.get());
     ost.producer = sst.producer;
     for (auto& w : ost.producer->outputs) {
       if (w.lock() == s) w = old;

@@ -21,6 +21,8 @@ struct DeviceMemory;  // remat/runtime.cpp: one device's budget, pool and stats
 /// compared, never followed).
 struct PolicyState {
   int32_t remat_class = -1;
+  /// Position in the policy's list of evicted members, or -1.
+  int32_t member_index = -1;
   std::vector<std::pair<const Storage*, int32_t>> evicted_neighbours;
 };
 

@@ -358,8 +358,8 @@ inline double predicted_slowdown(const dtr::remat::PlanReport& report, int64_t b
 /// from `make_step` runs two training steps with no budget (the first
 /// creates the optimizer state, the second is a steady-state step), its peak
 /// is read from the runtime's stats, and the budget becomes F times that
-/// peak. With --budget-fraction auto, the planner (dtr::remat::plan: one
-/// warm-up step, one recorded step, the default heuristic) predicts every
+/// peak. With --budget-fraction auto, the planner (dtr::remat::plan: two
+/// warm-up steps, one recorded step, the default heuristic) predicts every
 /// budget of a fresh model from `make_step`, and the budget becomes the
 /// smallest whose predicted slowdown is at most `max_slowdown`
 /// (dtr::remat::choose_budget), or none when no budget is. Either way the
@@ -485,13 +485,19 @@ inline void check_budget_flags(const BudgetFlag& budget, const PlanFlags& p) {
 }
 
 /// --plan: plans one training step of a fresh model from `make_step` (after
-/// one warm-up step; nothing trains), prints the table to stdout and writes
-/// the SVG when --plan-svg was given.
+/// two warm-up steps; nothing trains), prints the table to stdout and writes
+/// the SVG when --plan-svg was given. The model is built with no budget (one
+/// below what building it needs would fail before the planner lifts it); the
+/// budget in force (DTR_MEMORY_BUDGET) is planned as one more row.
 inline int run_plan(const PlanFlags& p, const StepMaker& make_step) {
   if (!p.svg.empty()) check_writable(p.svg, "--plan-svg");
   dtr::remat::PlanOptions options;
   options.heuristics = plan_heuristics(p);
+  const std::optional<int64_t> in_force = dtr::remat::memory_budget();
+  if (in_force) options.budget_bytes.push_back(*in_force);
+  dtr::remat::set_memory_budget(std::nullopt);
   const dtr::remat::PlanReport report = dtr::remat::plan(make_step(), options);
+  dtr::remat::set_memory_budget(in_force);
   std::fputs(dtr::remat::format_plan(report).c_str(), stdout);
   if (!p.svg.empty()) {
     dtr::remat::write_plan_svg(report, p.svg);

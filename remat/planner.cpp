@@ -798,6 +798,8 @@ void start_program_plan(Runtime& rt, const std::string& path) {
   auto p = std::make_unique<ProgramPlan>();
   p->rt = &rt;
   p->base = path;
+  // "dir/" names a folder: the files go in it as dtr_plan.txt and .svg.
+  if (!p->base.empty() && p->base.back() == '/') p->base += "dtr_plan";
   for (const char* ext : {".txt", ".svg"}) {
     if (p->base.size() > 4 && p->base.compare(p->base.size() - 4, 4, ext) == 0) p->base.resize(p->base.size() - 4);
   }

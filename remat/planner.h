@@ -175,7 +175,8 @@ void write_plan_svg(const PlanReport& report, const std::string& path);
 /// plan_trace() does with default options, plus the budget DTR_MEMORY_BUDGET
 /// gives the default device, and writes the table to stderr and
 /// `<path>.txt` and the SVG to `<path>.svg` (a .txt or .svg ending of path
-/// is dropped first). Errors at exit are logged, never thrown.
+/// is dropped first; a path ending in '/' is a folder, which gets
+/// dtr_plan.txt and dtr_plan.svg). Errors at exit are logged, never thrown.
 void start_program_plan(Runtime& rt, const std::string& path);
 
 // ---- lower level: one trace, many simulations -------------------------------------

@@ -24,6 +24,18 @@ struct Roofline {
   double seconds(double flops, double bytes) const;
 };
 
+/// The link between a device's memory and host memory, which the host tier
+/// prices a swap with (Note [host tier]).
+struct HostLink {
+  double bandwidth = 1;       // bytes/s, each way
+  double latency_seconds = 0; // fixed cost of one copy
+  /// Whether copies run beside compute (a copy stream): a swap-out then
+  /// costs the step nothing, only the copy back does.
+  bool async_copies = false;
+  /// Seconds to copy `bytes` one way: bytes / bandwidth + latency.
+  double seconds(double bytes) const { return bytes / bandwidth + latency_seconds; }
+};
+
 struct Backend {
   /// Short name for messages ("cpu"); the device type's own name is
   /// device_type_name(type).
@@ -55,6 +67,10 @@ struct Backend {
   /// then took (events on a GPU). Null: the host clock, after synchronize().
   uint64_t (*timer_start)(int index) = nullptr;
   double (*timer_elapsed)(int index, uint64_t token) = nullptr;
+  /// Optional: the link of device `index` to host memory. Null: the device's
+  /// memory is host memory (the CPU), so there is nothing to swap to and the
+  /// host tier is off for it (Note [host tier]).
+  HostLink (*host_link)(int index) = nullptr;
   /// Binds this backend's kernels into the op registry. Called once, after
   /// every row is defined (at the first op, or at once for a backend
   /// registered later).

@@ -180,6 +180,10 @@ constexpr std::array<std::pair<std::string_view, CostModel>, 2> kCostModels = {{
     {"estimate", CostModel::kEstimate},
     {"measured", CostModel::kMeasured},
 }};
+constexpr std::array<std::pair<std::string_view, SwapMode>, 2> kSwapModes = {{
+    {"off", SwapMode::kOff},
+    {"auto", SwapMode::kAuto},
+}};
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug", "info",    "warn",
                                                          "error", "critical", "off"};
 
@@ -198,8 +202,8 @@ struct OptionRow {
   absl::Status (*apply)(Options&, std::string_view value);
 };
 
-const std::array<OptionRow, 9>& option_rows() {
-  static const std::array<OptionRow, 9> rows = {{
+const std::array<OptionRow, 10>& option_rows() {
+  static const std::array<OptionRow, 10> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
         "hard cap on resident device bytes of tensor storage (Note [hard budget]), per device: "
         "a bare budget caps the default device (the first CUDA device where one is present, "
@@ -238,6 +242,13 @@ const std::array<OptionRow, 9>& option_rows() {
         "dtr::remat::Runtime::global().set_cost_model"},
        "estimate, measured",
        [](Options& o, std::string_view v) { return assign(parse_cost_model(v), o.cost); }},
+      {{"DTR_SWAP", "auto",
+        "host tier: under a budget, a device with a host link may copy a victim's bytes to "
+        "host memory instead of evicting it, whichever is cheaper to bring back (auto), or "
+        "never (off); swapped bytes count against the cpu budget (Note [host tier])",
+        "dtr::remat::Runtime::global().set_swap_mode"},
+       "off, auto",
+       [](Options& o, std::string_view v) { return assign(parse_swap_mode(v), o.swap); }},
       {{"DTR_LOG", "warn", "log level of the \"dtr\" spdlog logger", "dtr::set_log_level"},
        "trace, debug, info, warn, error, critical, off",
        [](Options& o, std::string_view v) { return assign(parse_log_level(v), o.log_level); }},
@@ -425,6 +436,17 @@ absl::StatusOr<CostModel> parse_cost_model(std::string_view text) {
 
 std::string_view cost_model_name(CostModel m) {
   for (const auto& [name, value] : kCostModels) {
+    if (value == m) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<SwapMode> parse_swap_mode(std::string_view text) {
+  return parse_name(text, "swap mode", kSwapModes);
+}
+
+std::string_view swap_mode_name(SwapMode m) {
+  for (const auto& [name, value] : kSwapModes) {
     if (value == m) return name;
   }
   return "unknown";

@@ -93,6 +93,14 @@ enum class CostModel { kEstimate, kMeasured };
 absl::StatusOr<CostModel> parse_cost_model(std::string_view text);
 std::string_view cost_model_name(CostModel m);
 
+/// DTR_SWAP: whether a device with a host link (core/backend.h HostLink) may
+/// move a storage's bytes to host memory instead of evicting it (Note [host
+/// tier]): off, or auto (the policy picks, per victim, the cheaper of
+/// recomputing and copying back).
+enum class SwapMode { kOff, kAuto };
+absl::StatusOr<SwapMode> parse_swap_mode(std::string_view text);
+std::string_view swap_mode_name(SwapMode m);
+
 /// An spdlog level name: trace, debug, info, warn, error, critical, off
 /// (case-insensitive). Returns the lower-case name.
 absl::StatusOr<std::string> parse_log_level(std::string_view text);
@@ -106,6 +114,7 @@ struct Options {
   SampleMode sample = SampleMode::kSqrt;    // DTR_SAMPLE
   int64_t min_evict_bytes = 0;          // DTR_MIN_EVICT_BYTES
   CostModel cost = CostModel::kEstimate;  // DTR_COST
+  SwapMode swap = SwapMode::kAuto;      // DTR_SWAP
   std::string log_level = "warn";       // DTR_LOG
   std::string trace_path;               // DTR_TRACE ("" = off)
   std::string plan_path;                // DTR_PLAN ("" = off)

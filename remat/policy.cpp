@@ -1,6 +1,7 @@
 #include "remat/policy.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include <absl/container/flat_hash_set.h>
@@ -23,11 +24,16 @@ const StorageState& st(const Storage& s) {
 }
 }  // namespace
 
-void CandidatePool::fill(Candidate& c, Storage& s) {
+void CandidatePool::fill(Candidate& c, Storage& s) const {
   c.s = &s;
   c.cost = local_cost(s);
   c.nbytes = s.nbytes();
   c.last_access = st(s).last_access;
+  const Node* p = st(s).producer.get();
+  c.replayable = !st(s).constant && p != nullptr && p->replayable;
+  // Note [host tier]: the copy back, and the copy out unless it overlaps compute.
+  c.swap_seconds = link_ ? link_->seconds(double(s.nbytes())) * (link_->async_copies ? 1.0 : 2.0)
+                         : std::numeric_limits<double>::infinity();
   const auto& en = st(s).policy.evicted_neighbours;
   if (en.size() <= size_t(Candidate::kInline)) {
     c.n_classes = int32_t(en.size());
@@ -86,15 +92,18 @@ void for_each_neighbour(const Storage& s, F&& f) {  // f(Storage&)
   }
 }
 
+// Evicted: no bytes here and none in the host tier, rebuilt from lineage.
 bool evicted(const Storage& s) {
   const Node* p = producer(s);
-  return !s.resident() && p != nullptr && p->replayable;
+  return !s.resident() && p != nullptr && p->replayable && !is_swapped(s);
 }
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 class LocalPolicy final : public EvictionPolicy {
  public:
   double score(const Candidate& c, int64_t now) override {
-    return (c.cost + 1e-12) / (bytes(c) * staleness(c, now));
+    return (restore_cost(c) + 1e-12) / (bytes(c) * staleness(c, now));
   }
 };
 
@@ -112,6 +121,10 @@ class SizePolicy final : public EvictionPolicy {
 class DtrPolicy final : public EvictionPolicy {
  public:
   double score(const Candidate& c, int64_t now) override {
+    return (restore_cost(c) + 1e-12) / (bytes(c) * staleness(c, now));
+  }
+  double recompute_cost(const Candidate& c) override {
+    if (!c.replayable) return kInf;
     const Storage& s = *c.s;
     double cost = c.cost;
     seen_.clear();
@@ -128,7 +141,7 @@ class DtrPolicy final : public EvictionPolicy {
         if (evicted(n) && seen_.insert(&n).second) stack_.push_back(&n);
       });
     }
-    return (cost + 1e-12) / (bytes(c) * staleness(c, now));
+    return cost;
   }
 
  private:
@@ -139,7 +152,9 @@ class DtrPolicy final : public EvictionPolicy {
 // Memory saved per second of recompute: cost includes evicted ancestors.
 class MspsPolicy final : public EvictionPolicy {
  public:
-  double score(const Candidate& c, int64_t) override {
+  double score(const Candidate& c, int64_t) override { return (restore_cost(c) + 1e-12) / bytes(c); }
+  double recompute_cost(const Candidate& c) override {
+    if (!c.replayable) return kInf;
     const Storage& s = *c.s;
     double cost = c.cost;
     seen_.clear();
@@ -155,7 +170,7 @@ class MspsPolicy final : public EvictionPolicy {
         for (const auto& in : p->inputs)
           if (evicted(*in) && seen_.insert(in.get()).second) stack_.push_back(in.get());
     }
-    return (cost + 1e-12) / bytes(c);
+    return cost;
   }
 
  private:
@@ -175,6 +190,10 @@ class DtrEqPolicy final : public EvictionPolicy {
 
  public:
   double score(const Candidate& c, int64_t now) override {
+    return (restore_cost(c) + 1e-12) / (bytes(c) * staleness(c, now));
+  }
+  double recompute_cost(const Candidate& c) override {
+    if (!c.replayable) return kInf;
     double cost = c.cost;
     int32_t roots[Candidate::kInline];
     int n_roots = 0;
@@ -201,7 +220,7 @@ class DtrEqPolicy final : public EvictionPolicy {
         }
       }
     }
-    return (cost + 1e-12) / (bytes(c) * staleness(c, now));
+    return cost;
   }
 
   void on_evict(Storage& s, CandidateSync& pool) override {

@@ -15,10 +15,14 @@
 //             second of recompute (Capuchin, Peng et al. 2020), no staleness.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/options.h"
 #include "core/storage.h"
 #include "remat/storage_state.h"
@@ -34,6 +38,13 @@ struct Candidate {
   double cost = 0;          // c0(t), seconds
   int64_t nbytes = 0;       // m(t), bytes
   int64_t last_access = 0;  // logical clock tick
+  /// Seconds to bring the bytes back by copying them from host memory
+  /// (Note [host tier]): the copy back, plus the copy out where copies do
+  /// not overlap compute; +inf where the host tier is off or full.
+  double swap_seconds = std::numeric_limits<double>::infinity();
+  /// Has replayable lineage (else only swapping can free its bytes: a
+  /// constant such as a parameter or optimizer state).
+  bool replayable = true;
   /// Classes of the evicted neighbours (dtr_eq), inline; -1: more than
   /// kInline, read the storage's PolicyState::evicted_neighbours.
   int32_t n_classes = 0;
@@ -55,6 +66,10 @@ class CandidateSync {
 /// One device's evictable pool; StorageState::pool_index is a storage's position.
 class CandidatePool final : public CandidateSync {
  public:
+  /// The host link swaps of this pool's device are priced with; nullopt
+  /// (the default): the host tier is off, every swap_seconds is +inf.
+  /// Applies to storages added or synced from now on.
+  void set_host_link(std::optional<HostLink> link) { link_ = link; }
   void add(Storage& s);
   void remove(Storage& s);
   /// Re-copies the policy's fields of `s` when it is in the pool.
@@ -67,9 +82,10 @@ class CandidatePool final : public CandidateSync {
   auto end() const { return items_.end(); }
 
  private:
-  static void fill(Candidate& c, Storage& s);
+  void fill(Candidate& c, Storage& s) const;
   std::vector<Candidate> items_;
   int64_t bytes_ = 0;
+  std::optional<HostLink> link_;
 };
 
 /// The eviction policy, apart from the mechanism (Note [policy apart from
@@ -80,8 +96,32 @@ class CandidatePool final : public CandidateSync {
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
-  /// Lower is evicted first. `now` is the logical clock.
+  /// Lower is evicted first. `now` is the logical clock. A heuristic that
+  /// prices a victim by what it costs to bring back prices it by the
+  /// cheaper way back: restore_cost (Note [host tier]).
   virtual double score(const Candidate& c, int64_t now) = 0;
+  /// Seconds to bring `c` back by recomputing it, as this heuristic sees
+  /// it (dtr_eq: c0 plus its evicted classes' costs; dtr: plus the exact
+  /// evicted neighbourhood; msps: plus the evicted ancestors; the others:
+  /// c0); +inf when `c` has no replayable lineage.
+  virtual double recompute_cost(const Candidate& c) {
+    return c.replayable ? c.cost : std::numeric_limits<double>::infinity();
+  }
+  /// How a victim's bytes come back: recomputed from lineage (evicted), or
+  /// copied back from host memory (swapped).
+  enum class Restore { kRecompute, kSwap };
+  /// The cheaper way back for `c`, recomputation on a tie.
+  Restore restore_choice(const Candidate& c) {
+    return c.swap_seconds < recompute_cost(c) ? Restore::kSwap : Restore::kRecompute;
+  }
+  /// min(recompute_cost(c), c.swap_seconds): one score decides between
+  /// evicting and swapping (Note [host tier]).
+  double restore_cost(const Candidate& c) {
+    // Every heuristic's recompute cost is at least c0: a copy no dearer
+    // than that wins without the neighbourhood search.
+    if (c.swap_seconds <= c.cost) return c.swap_seconds;
+    return std::min(recompute_cost(c), c.swap_seconds);
+  }
   /// Bookkeeping hooks (equivalence classes). `pools` is told of resident
   /// storages whose evicted neighbourhood changed.
   virtual void on_evict(Storage&, CandidateSync&) {}

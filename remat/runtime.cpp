@@ -100,6 +100,10 @@ struct DeviceMemory {
   CandidatePool pool;
   /// Every storage of this device whose bytes are accounted here.
   absl::flat_hash_set<Storage*> tracked;
+  /// The device's link to host memory (its backend's host_link), and
+  /// whether the host tier is on for it now (Note [host tier]).
+  std::optional<HostLink> link;
+  bool swap_on = false;
 };
 
 struct Runtime::Impl final : CandidateSync {
@@ -120,6 +124,7 @@ struct Runtime::Impl final : CandidateSync {
   Heuristic heuristic = Heuristic::kDtrEq;
   std::unique_ptr<EvictionPolicy> policy = make_policy(Heuristic::kDtrEq);
   SampleMode sample = SampleMode::kSqrt;
+  SwapMode swap_mode = SwapMode::kAuto;
   int64_t min_evict_bytes = 0;
   uint64_t sample_state = 0x9E3779B97F4A7C15ull;  // fixed: decisions reproduce run to run
   bool verify = false;
@@ -212,6 +217,14 @@ struct Runtime::Impl final : CandidateSync {
     const StorageState* p = find_state(s);
     return p != nullptr && !p->constant && p->producer != nullptr && p->producer->replayable;
   }
+  // Note [host tier]: its bytes may be copied to host memory to make room
+  // (any accounted storage on a device whose host tier is on, constants
+  // included, except a borrowed one: those bytes are the user's).
+  static bool swappable(const Storage& s) {
+    const StorageState* p = find_state(s);
+    return p != nullptr && p->memory != nullptr && p->memory->swap_on && !p->borrowed;
+  }
+  static bool swapped(const Storage& s) { return is_swapped(s); }
 
   // In use by an op (locked) or by a consumer outside the runtime (pinned,
   // Note [pin guard]): the bytes stay where they are.
@@ -219,13 +232,20 @@ struct Runtime::Impl final : CandidateSync {
 
   void pool_add(Storage& s) {
     StorageState& state = st(s);
-    if (held(state) || !replayable(s) || !s.resident() || state.memory == nullptr) return;
+    if (held(state) || !s.resident() || state.memory == nullptr || !(replayable(s) || swappable(s))) return;
     state.memory->pool.add(s);
   }
   // Eager eviction (DTR paper §3): the bytes of a storage that no user
   // handle, op or pin holds go at once when lineage can rebuild them.
   void free_if_unused(Storage& s) {
-    if (!held(st(s)) && s.handle_count.load() == 0 && replayable(s) && s.resident()) eager_free(s);
+    if (held(st(s)) || s.handle_count.load() != 0 || !replayable(s)) return;
+    if (s.resident()) {
+      eager_free(s);
+    } else if (swapped(s)) {  // its host copy goes too: it is evicted now
+      release_host_copy(s);
+      if (any_budget) policy->on_evict(s, *this);
+      ++memory_of(s)->stats.eager_frees;
+    }
   }
   void pool_remove(Storage& s) {
     if (DeviceMemory* m = memory_of(s)) m->pool.remove(s);
@@ -253,6 +273,104 @@ struct Runtime::Impl final : CandidateSync {
       if (DeviceMemory* m = memory_of(s)) m->stats.resident_bytes -= s.nbytes();
       s.free_data();
     }
+    if (swapped(s)) release_host_copy(s);
+  }
+
+  // ---- the host tier (Note [host tier]) ------------------------------------
+  DeviceMemory& host_memory() { return memory(Device(kCPU)); }
+  // Bytes the host tier can take now without going over the cpu budget.
+  int64_t host_room() {
+    const DeviceMemory& h = host_memory();
+    return h.budget ? *h.budget - h.stats.resident_bytes : std::numeric_limits<int64_t>::max();
+  }
+  // Frees the host copy of a swapped storage (used again, destroyed, or
+  // dropped because lineage can rebuild it).
+  void release_host_copy(Storage& s) {
+    StorageState& state = st(s);
+    DeviceMemory& h = host_memory();
+    h.alloc->deallocate(state.host_data, size_t(s.nbytes()));
+    state.host_data = nullptr;
+    h.stats.resident_bytes -= s.nbytes();
+    h.stats.host_tier_bytes -= s.nbytes();
+    if (state.memory) state.memory->stats.swapped_bytes -= s.nbytes();
+  }
+  // Makes room by copying the bytes of `s` to host memory and freeing them
+  // on the device. Returns false, changing nothing, when the host tier has
+  // no bytes for it (the caller then evicts, or looks further).
+  bool swap_out(Storage& s) {
+    DeviceMemory& m = *memory_of(s);
+    DeviceMemory& h = host_memory();
+    const int64_t n = s.nbytes();
+    void* p = h.budget ? h.alloc->allocate_within(size_t(n), std::max<int64_t>(0, *h.budget - h.stats.resident_bytes - n))
+                       : h.alloc->allocate(size_t(n));
+    if (p == nullptr) return false;
+    if (!simulated) {
+      const Backend& b = backend(s.device());
+      b.copy_to_host(s.device().index, p, s.data(), size_t(n));
+      // The device bytes are freed next: the copy must have read them.
+      if (b.synchronize) b.synchronize(s.device().index);
+    }
+    debug_rate_limited(debug_limit, "swap out storage {} ({} bytes, from {}) on {} to host memory",
+                       fmt::ptr(&s), n, producer_name(s), m.device.str());
+    free_bytes(s);
+    st(s).host_data = p;
+    track_bytes(h, s);
+    h.stats.host_tier_bytes += n;
+    m.stats.swapped_bytes += n;
+    ++m.stats.swap_outs;
+    m.stats.swap_bytes_out += n;
+    m.stats.swap_seconds_estimated += m.link ? m.link->seconds(double(n)) : 0.0;
+    if (trace) {
+      trace_event(fmt::format(
+          R"({{"name":"swap out","cat":"remat","ph":"i","s":"t","ts":{:.3f},"pid":1,"tid":{},"args":{{"storage":{},"bytes":{},"op":"{}"}}}})",
+          trace_now_us(), trace_thread_id(), trace_id(s), n, producer_name(s)));
+      trace_counter(m);
+    }
+    return true;
+  }
+  // Brings a swapped storage back: bytes on its device (under its budget,
+  // making room as any allocation does), the copy, the host copy freed.
+  // On an error the storage stays swapped.
+  void swap_in(Storage& s) {
+    DeviceMemory& m = *memory_of(s);
+    const int64_t n = s.nbytes();
+    const auto t0 = std::chrono::steady_clock::now();
+    allocate(s);
+    if (!simulated) {
+      const Backend& b = backend(s.device());
+      b.copy_from_host(s.device().index, s.data(), st(s).host_data, size_t(n));
+      if (b.synchronize) b.synchronize(s.device().index);  // the host copy is freed next
+    }
+    release_host_copy(s);
+    ++m.stats.swap_ins;
+    m.stats.swap_bytes_in += n;
+    m.stats.swap_seconds_estimated += m.link ? m.link->seconds(double(n)) : 0.0;
+    st(s).last_access = clock;
+    if (verify && st(s).verify_hash != 0 && hash_bytes(s) != st(s).verify_hash) verify_failed(s);
+    debug_rate_limited(debug_limit, "swap in storage {} ({} bytes) on {}", fmt::ptr(&s), n, m.device.str());
+    if (trace) {
+      const auto t1 = std::chrono::steady_clock::now();
+      trace_event(fmt::format(
+          R"({{"name":"swap in","cat":"remat","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":1,"tid":{},"args":{{"storages":[{}],"bytes":{}}}}})",
+          trace_us(t0), std::chrono::duration<double, std::micro>(t1 - t0).count(), trace_thread_id(),
+          trace_id(s), n));
+      trace_counter(m);
+    }
+    pool_add(s);
+  }
+  // Makes `s` resident if its bytes are in the host tier.
+  void swap_in_if_swapped(Storage& s) {
+    if (swapped(s)) swap_in(s);
+  }
+  // Turns the host tier of `m` on or off (swap mode, host link): a
+  // constant is a candidate only while it is on.
+  void apply_swap_mode(DeviceMemory& m) {
+    m.swap_on = swap_mode == SwapMode::kAuto && m.link.has_value();
+    m.pool.set_host_link(m.swap_on ? m.link : std::nullopt);
+    for (Storage* s : m.tracked) {
+      pool_remove(*s);
+      pool_add(*s);
+    }
   }
 
   // Note [scores]: the policy's score; the lowest is evicted. With kSqrt,
@@ -263,14 +381,31 @@ struct Runtime::Impl final : CandidateSync {
   // come straight back (measured: train_gpt at 0.3 of its peak fails with a
   // pure sqrt(n) sample and runs with 128).
   static constexpr size_t kMinSample = 128;
-  Storage* choose_victim(const CandidatePool& pool) {
-    const Candidate* best = nullptr;
+  struct Victim {
+    Storage* s = nullptr;
+    bool swap = false;  // copy its bytes to host memory, else evict (Note [host tier])
+  };
+  // `host_room`: what the host tier can take now. A candidate that does not
+  // fit there is priced by recomputation alone, or passed over when it has
+  // no lineage (the host tier is full: fall back to recomputation).
+  Victim choose_victim(const CandidatePool& pool, int64_t host_room) {
+    Candidate best;
+    bool found = false;
     double best_score = 0;
     auto consider = [&](const Candidate& c) {
       if (c.nbytes < min_evict_bytes) return;
-      const double sc = policy->score(c, clock);
-      if (best == nullptr || sc < best_score) {
-        best = &c;
+      const Candidate* cc = &c;
+      Candidate no_room;
+      if (c.nbytes > host_room && c.swap_seconds != std::numeric_limits<double>::infinity()) {
+        if (!c.replayable) return;
+        no_room = c;
+        no_room.swap_seconds = std::numeric_limits<double>::infinity();
+        cc = &no_room;
+      }
+      const double sc = policy->score(*cc, clock);
+      if (!found || sc < best_score) {
+        best = *cc;
+        found = true;
         best_score = sc;
       }
     };
@@ -291,10 +426,11 @@ struct Runtime::Impl final : CandidateSync {
         for (size_t i = 0; i < m; ++i) consider(pool[idx[i]]);
       }
     }
-    if (best == nullptr) {  // exhaustive (kAll, a small pool, or an unlucky sample)
+    if (!found) {  // exhaustive (kAll, a small pool, or an unlucky sample)
       for (const Candidate& c : pool) consider(c);
     }
-    return best ? best->s : nullptr;
+    if (!found) return {};
+    return Victim{best.s, policy->restore_choice(best) == EvictionPolicy::Restore::kSwap};
   }
 
   // The last handle went: the bytes go at once (eager eviction). The
@@ -321,7 +457,7 @@ struct Runtime::Impl final : CandidateSync {
     std::vector<Storage*> evicted;
     for (const auto& m : devices)
       for (Storage* s : m->tracked)
-        if (!s->resident() && replayable_lineage(*s)) evicted.push_back(s);
+        if (!s->resident() && !swapped(*s) && replayable_lineage(*s)) evicted.push_back(s);
     std::sort(evicted.begin(), evicted.end(), [](const Storage* a, const Storage* b) {
       const int64_t ta = producer(*a)->tick, tb = producer(*b)->tick;
       if (ta != tb) return ta < tb;
@@ -447,6 +583,11 @@ struct Runtime::Impl final : CandidateSync {
     // never chosen.
     int64_t locked = 0, pinned = 0, unevictable = 0, floor = 0, small = 0;
     std::vector<const Storage*> fixed, in_use_list, pinned_list;
+    // A constant the host tier could take is not fixed (Note [host tier]).
+    const int64_t room = m.swap_on ? host_room() : 0;
+    const auto fixed_here = [&](const Storage& s) {
+      return !replayable(s) && !(swappable(s) && s.nbytes() <= room);
+    };
     for (const Storage* s : m.tracked) {
       if (!s->resident()) continue;
       const bool in_use = st(*s).lock_count > 0;
@@ -459,11 +600,11 @@ struct Runtime::Impl final : CandidateSync {
         pinned += s->nbytes();
         pinned_list.push_back(s);
       }
-      if (!replayable(*s)) {
+      if (fixed_here(*s)) {
         unevictable += s->nbytes();
         fixed.push_back(s);
       }
-      if (in_use || is_pinned || !replayable(*s)) {
+      if (in_use || is_pinned || fixed_here(*s)) {
         floor += s->nbytes();
       } else if (s->nbytes() < min_evict_bytes) {
         small += s->nbytes();
@@ -489,12 +630,30 @@ struct Runtime::Impl final : CandidateSync {
                    : std::string();
     throw_oom_error(fmt::format(
         "out of memory under the budget of {}{}: budget {} bytes, request {} bytes, resident {} bytes, "
-        "locked {} bytes, pinned {} bytes, unevictable {} bytes; nothing left to evict.\n{}\nLargest "
+        "locked {} bytes, pinned {} bytes, unevictable {} bytes; nothing left to evict.\n{}{}\nLargest "
         "unevictable storages:{}\nLargest locked (in use) storages:{}{}",
         m.device.str(), oom_context(), *m.budget, request, m.stats.resident_bytes, locked, pinned,
-        unevictable, oom_advice(m, request, floor, unevictable, pinned, small), largest(fixed),
-        largest(in_use_list), pinned_report), m);
+        unevictable, oom_advice(m, request, floor, unevictable, pinned, small), host_tier_report(m),
+        largest(fixed), largest(in_use_list), pinned_report), m);
   }
+  // Both tiers for the OutOfMemoryError report: what this device has in
+  // host memory, and what the host tier holds against the cpu budget.
+  std::string host_tier_report(DeviceMemory& m) {
+    if (m.device.is_cpu()) {
+      if (m.stats.host_tier_bytes == 0) return {};
+      return fmt::format("\nHost tier: {} of the resident bytes hold other devices' swapped storages.",
+                         m.stats.host_tier_bytes);
+    }
+    if (!m.link) return {};
+    if (!m.swap_on) return "\nHost tier: off (DTR_SWAP=off); DTR_SWAP=auto lets constants go to host memory.";
+    const DeviceMemory& h = host_memory();
+    return fmt::format(
+        "\nHost tier: {} bytes of {} swapped to host memory; host memory holds {} bytes (host tier {} bytes) "
+        "under a cpu budget of {}.",
+        m.stats.swapped_bytes, m.device.str(), h.stats.resident_bytes, h.stats.host_tier_bytes,
+        h.budget ? fmt::format("{} bytes", *h.budget) : std::string("none"));
+  }
+
   // What would help, from the never-evictable floor (constants plus
   // storages in use) against the budget.
   std::string oom_advice(const DeviceMemory& m, int64_t request, int64_t floor, int64_t constants,
@@ -543,9 +702,18 @@ struct Runtime::Impl final : CandidateSync {
   void make_room(DeviceMemory& m, int64_t request) {
     if (!m.budget) return;
     while (m.stats.resident_bytes + request > *m.budget) {
-      Storage* victim = choose_victim(m.pool);
-      if (victim == nullptr) throw_oom(m, request);
-      evict(*victim);
+      const Victim victim = choose_victim(m.pool, m.swap_on ? host_room() : 0);
+      if (victim.s == nullptr) throw_oom(m, request);
+      if (victim.swap && swap_out(*victim.s)) continue;
+      if (!replayable(*victim.s)) {
+        // The host allocator failed within the cpu budget: the system is out of memory.
+        throw_oom_error(fmt::format("host memory could not take {} bytes swapped out of {} ({} bytes in the "
+                                    "host tier){}",
+                                    victim.s->nbytes(), m.device.str(), host_memory().stats.host_tier_bytes,
+                                    oom_context()),
+                        m);
+      }
+      evict(*victim.s);
     }
   }
 
@@ -618,6 +786,11 @@ struct Runtime::Impl final : CandidateSync {
           finish_frame(stack);
           continue;
         }
+        if (swapped(*s)) {  // Note [host tier]: copied back, not recomputed
+          swap_in(*s);
+          finish_frame(stack);
+          continue;
+        }
         Node* node = st(*s).producer.get();
         DTR_INTERNAL_ASSERT(node != nullptr && node->replayable,
                             "storage of {} bytes is not resident and has no replayable producer",
@@ -633,12 +806,18 @@ struct Runtime::Impl final : CandidateSync {
         // earlier input is often on its lineage (a residual block's skip
         // input feeds its other branch), so it comes back as a by-product,
         // unlocked, instead of being held while the other branch is rebuilt.
+        //
+        // A swapped input (a constant has no producer) goes deepest: its
+        // copy back needs nothing else, so it comes last and is held least.
         missing.clear();
         for (const auto& in : node->inputs)
           if (!in->resident()) missing.push_back(in.get());
         if (!missing.empty()) {
           std::stable_sort(missing.begin(), missing.end(), [](const Storage* a, const Storage* b) {
-            return producer(*a)->tick < producer(*b)->tick;
+            const auto tick = [](const Storage* x) {
+              return swapped(*x) ? std::numeric_limits<int64_t>::min() : producer(*x)->tick;
+            };
+            return tick(a) < tick(b);
           });
           for (Storage* in : missing) stack.push_back(Frame{in, top});
           continue;
@@ -713,14 +892,15 @@ struct Runtime::Impl final : CandidateSync {
         std::shared_ptr<Storage> o = w.lock();
         DTR_INTERNAL_ASSERT(o == nullptr || producer(*o) == &node,
                             "lineage output no longer produced by its node");
-        if (o != nullptr && !o->resident()) {
+        if (o != nullptr && !o->resident() && !swapped(*o)) {
           allocate(*o);
           lock(*o);
           ++restored;
           outs.push_back(o.get());
           keep.push_back(std::move(o));
         } else {
-          // Gone, or resident (possibly being read elsewhere): replay into scratch.
+          // Gone, resident (possibly being read elsewhere) or swapped (its
+          // bytes come back from the host tier when used): replay into scratch.
           const Storage* ref = o ? o.get() : nullptr;
           DTR_INTERNAL_ASSERT(ref != nullptr || !node.outputs.empty(), "no outputs");
           // A gone output's size is unknown here; the node remembers it.
@@ -796,7 +976,8 @@ struct Runtime::Impl final : CandidateSync {
         std::shared_ptr<Storage> o = w.lock();
         if (!o || producer(*o) != n.get()) continue;
         const bool user_held = o->handle_count.load() > 0;
-        if (o->resident() && (user_held || held(st(*o)))) {
+        // Bytes in the host tier are bytes too: a swapped result stays swapped, a constant.
+        if ((o->resident() || swapped(*o)) && (user_held || held(st(*o)))) {
           to_keep.push_back(std::move(o));
           continue;
         }
@@ -810,9 +991,10 @@ struct Runtime::Impl final : CandidateSync {
       pool_remove(*o);
       st(*o).constant = true;
       st(*o).producer.reset();
+      pool_add(*o);  // a candidate again where the host tier can take constants
     }
     for (auto& o : to_drop) {
-      if (o->resident()) {
+      if (o->resident() || swapped(*o)) {
         free_bytes(*o);
         if (DeviceMemory* m = memory_of(*o)) ++m->stats.eager_frees;
       } else {
@@ -837,6 +1019,11 @@ DeviceMemory& Runtime::Impl::add_device(Device d) const {
   m->rt = const_cast<Impl*>(this);
   m->alloc = allocators.allocator(d);  // DeviceError for a device that does not exist
   DTR_INTERNAL_ASSERT(m->alloc != nullptr, "no allocator for {}", d.str());
+  if (const Backend* b = find_backend(d.type); b != nullptr && b->host_link != nullptr) {
+    m->link = b->host_link(d.index);
+    m->swap_on = swap_mode == SwapMode::kAuto;
+    m->pool.set_host_link(m->swap_on ? m->link : std::nullopt);
+  }
   if (budgets_from_options) {
     // DTR_MEMORY_BUDGET, resolved against this device's own memory ("60%").
     const MemoryBudget spec = global_options().memory_budget.for_device(d, d == default_device());
@@ -883,6 +1070,7 @@ Runtime& Runtime::global() {
     r->set_min_evict_bytes(o.min_evict_bytes);
     r->set_cost_model(o.cost);
     r->set_verify(o.verify);
+    r->set_swap_mode(o.swap);
     if (!o.plan_path.empty()) start_program_plan(*r, o.plan_path);
     if (!o.trace_path.empty()) {
       try {
@@ -907,6 +1095,9 @@ Runtime::Runtime(AllocatorProvider& allocators, std::unique_ptr<EvictionPolicy> 
 
 Runtime::~Runtime() {
   std::lock_guard lock(impl_->mu);
+  for (const auto& m : impl_->devices)
+    for (Storage* s : m->tracked)
+      if (Impl::swapped(*s)) impl_->release_host_copy(*s);
   for (const auto& m : impl_->devices)
     for (Storage* s : m->tracked) Impl::st(*s).memory = nullptr;
   impl_->trace.reset();
@@ -1035,17 +1226,20 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
 void Runtime::register_constant(Storage& s) {
   std::lock_guard lock(impl_->mu);
   StorageState& st = Impl::st(s);
-  // Its bytes must be here for good: bring them back before dropping lineage.
-  if (!s.resident() && st.producer != nullptr) impl_->rematerialize(s);
+  // Its bytes must be here for good: bring them back before dropping
+  // lineage (from the host tier too: the caller may read them next).
+  if (!s.resident() && (st.producer != nullptr || Impl::swapped(s))) impl_->rematerialize(s);
   impl_->pool_remove(s);
   st.constant = true;
   st.producer.reset();
+  impl_->pool_add(s);  // a constant stays a candidate where the host tier is on
   if (impl_->observer) impl_->observer->on_register_constant(s);
 }
 
 void Runtime::mark_borrowed(Storage& s) {
   std::lock_guard lock(impl_->mu);
   StorageState& st = Impl::st(s);
+  impl_->swap_in_if_swapped(s);  // the caller writes through a pointer to the bytes next
   DTR_INTERNAL_ASSERT(s.resident() || st.producer == nullptr,
                       "mark_borrowed on a storage whose bytes are not here");
   impl_->pool_remove(s);
@@ -1064,6 +1258,8 @@ std::shared_ptr<Storage> Runtime::before_mutation(const std::shared_ptr<Storage>
 
 std::shared_ptr<Storage> Runtime::Impl::before_mutation(const std::shared_ptr<Storage>& s, bool keep_old) {
   StorageState& sst = st(*s);
+  // The write needs the bytes here (the op path has acquired them already).
+  swap_in_if_swapped(*s);
   std::vector<std::shared_ptr<Node>> readers;
   for (const auto& w : sst.consumers)
     if (auto n = w.lock()) readers.push_back(std::move(n));
@@ -1102,6 +1298,7 @@ std::shared_ptr<Storage> Runtime::Impl::before_mutation(const std::shared_ptr<St
     allocate(*old);
     if (!simulated) copy_bytes(old->device(), old->data(), s->device(), s->data(), size_t(s->nbytes()));
     ost.constant = true;
+    pool_add(*old);  // swappable where the host tier is on
   }
   for (auto& n : readers) {
     for (auto& in : n->inputs)
@@ -1136,7 +1333,7 @@ void Runtime::pin(Storage& s) {
   impl_->throw_deferred_error();
   StorageState& st = Impl::st(s);
   if (!s.resident()) {
-    DTR_CHECK(Impl::replayable_lineage(s), ValueError,
+    DTR_CHECK(Impl::replayable_lineage(s) || Impl::swapped(s), ValueError,
               "pin: storage of {} bytes on {} has no bytes and no lineage to rebuild them",
               s.nbytes(), s.device().str());
     impl_->rematerialize(s);  // OutOfMemoryError: nothing is pinned
@@ -1222,6 +1419,17 @@ void Runtime::set_min_evict_bytes(int64_t bytes) {
   DTR_CHECK(bytes >= 0, ValueError, "set_min_evict_bytes: expected >= 0 bytes, got {}", bytes);
   std::lock_guard lock(impl_->mu);
   impl_->min_evict_bytes = bytes;
+}
+
+void Runtime::set_swap_mode(SwapMode m) {
+  std::lock_guard lock(impl_->mu);
+  impl_->swap_mode = m;
+  for (const auto& d : impl_->devices) impl_->apply_swap_mode(*d);
+}
+
+SwapMode Runtime::swap_mode() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->swap_mode;
 }
 
 void Runtime::set_verify(bool on) {
@@ -1321,6 +1529,8 @@ void Runtime::reset_stats() {
     m->stats.budget_bytes = old.budget_bytes;
     m->stats.resident_bytes = old.resident_bytes;
     m->stats.peak_bytes = old.resident_bytes;
+    m->stats.swapped_bytes = old.swapped_bytes;      // state, not counters
+    m->stats.host_tier_bytes = old.host_tier_bytes;
   }
 }
 
@@ -1398,6 +1608,7 @@ RuntimeSnapshot Runtime::snapshot(uint32_t generation, int slot) const {
     e.nbytes = s->nbytes();
     e.device = s->device();
     e.resident = s->resident();
+    e.swapped = Impl::swapped(*s);
     e.user_held = s->handle_count.load() > 0;
     if (st != nullptr) {
       e.accounted = st->memory != nullptr && st->memory->rt == impl_.get();
@@ -1454,6 +1665,15 @@ std::vector<std::shared_ptr<Storage>> Runtime::restore(
         DeviceMemory& m = impl_->memory(e.device);
         s->set_data(m.alloc->allocate(size_t(e.nbytes)), m.alloc);
       }
+    } else if (e.swapped && e.accounted) {  // its bytes in this runtime's host tier
+      DeviceMemory& m = impl_->memory(e.device);
+      DeviceMemory& h = impl_->host_memory();
+      st.memory = &m;
+      m.tracked.insert(s.get());
+      st.host_data = h.alloc->allocate(size_t(e.nbytes));
+      Impl::track_bytes(h, *s);
+      h.stats.host_tier_bytes += e.nbytes;
+      m.stats.swapped_bytes += e.nbytes;
     }
     st.constant = e.constant;
     st.borrowed = e.borrowed;

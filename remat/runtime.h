@@ -47,6 +47,16 @@ struct Stats {
   double recomputed_flops = 0;       // sum of replayed ops' estimated FLOPs
   double recompute_seconds_estimated = 0;  // sum of replayed ops' estimated cost
   double recompute_seconds_measured = 0;   // wall time spent replaying
+  // The host tier (Note [host tier]). On a device with a host link:
+  int64_t swap_outs = 0;             // storages whose bytes were copied to host memory to make room
+  int64_t swap_ins = 0;              // storages copied back on their next use
+  int64_t swapped_bytes = 0;         // bytes of this device's storages in host memory now
+  int64_t swap_bytes_out = 0;        // bytes copied to host memory (total)
+  int64_t swap_bytes_in = 0;         // bytes copied back (total)
+  double swap_seconds_estimated = 0; // the copies' cost by the host link (both ways)
+  /// On the CPU: bytes held in host memory for other devices' swapped
+  /// storages (counted in resident_bytes, under the cpu budget).
+  int64_t host_tier_bytes = 0;
   int64_t metadata_nodes = 0;        // live lineage nodes (all devices)
   int64_t live_storages = 0;         // live Storage objects accounted on this device
 };
@@ -101,6 +111,7 @@ struct RuntimeSnapshot {
     Device device;
     bool accounted = false;  // counted against a budget here (else borrowed bytes)
     bool resident = false;
+    bool swapped = false;    // its bytes in the host tier (Note [host tier])
     bool constant = false;
     bool borrowed = false;
     bool user_held = false;  // a tensor handle holds it
@@ -216,6 +227,12 @@ class Runtime final {
   /// Storages smaller than this are never eviction candidates.
   void set_min_evict_bytes(int64_t bytes);
   int64_t min_evict_bytes() const;
+  /// DTR_SWAP (Note [host tier]): kAuto lets a victim on a device with a
+  /// host link be copied to host memory instead of evicted, when that is
+  /// cheaper to bring back; kOff evicts only. Switching to kOff leaves
+  /// storages swapped already where they are until they are used.
+  void set_swap_mode(SwapMode m);
+  SwapMode swap_mode() const;
   /// DTR_VERIFY: hash each storage when first computed and check every
   /// rematerialization against it (InternalError with the op trail on mismatch).
   void set_verify(bool on);

@@ -54,6 +54,10 @@ struct StorageState final : StorageHook {
   /// whole-run recording, which may be in progress around it.
   uint32_t record_generation[2] = {0, 0};
   uint32_t record_id[2] = {0, 0};
+  /// While swapped (Note [host tier]): the copy of the bytes in host
+  /// memory, from the CPU device's allocator and counted against the cpu
+  /// budget; the storage itself then has no bytes. Null otherwise.
+  void* host_data = nullptr;
   /// Allocated in one block with its Storage (new_storage), else on its own.
   bool embedded = false;
   /// Hash of the bytes when first computed (DTR_VERIFY); 0 = none.
@@ -90,6 +94,12 @@ inline const Node* producer(const Storage& s) {
 inline bool is_constant(const Storage& s) {
   const StorageState* st = find_state(s);
   return st != nullptr && st->constant;
+}
+/// Whether the bytes of `s` are in the host tier now (Note [host tier]):
+/// not resident, but copied back on next use instead of recomputed.
+inline bool is_swapped(const Storage& s) {
+  const StorageState* st = find_state(s);
+  return st != nullptr && st->host_data != nullptr;
 }
 /// Whether `s` is pinned now (Runtime::pin, PinGuard).
 inline bool is_pinned(const Storage& s) {

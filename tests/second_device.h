@@ -77,6 +77,9 @@ inline Device second_device(int index = 0) {
     b.roofline = [](int) {
       return Roofline{.peak_flops = 90e9, .bandwidth = 30e9, .launch_seconds = 1e-7};
     };
+    // A PCIe 4.0 x16 link (~25 GB/s each way, ~10 µs per copy), synchronous
+    // copies: the host tier prices its swaps with it (Note [host tier]).
+    b.host_link = [](int) { return HostLink{.bandwidth = 25e9, .latency_seconds = 1e-5}; };
     // The CPU kernels, bound under the second device type.
     b.register_kernels = [] {
       for (const auto& row : OpRegistry::instance().ops())

@@ -1,11 +1,13 @@
 #include "eager/nn/module.h"
 
 #include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "eager/autograd.h"
+#include "remat/runtime.h"
 
 namespace dtr::nn {
 
@@ -146,6 +148,47 @@ void Module::train(bool on) {
 
 void Module::zero_grad() {
   for (auto& [n, p] : named_parameters()) p.set_grad(Tensor());
+}
+
+namespace {
+// libtorch's TensorImpl::set_data: `impl` takes `src`'s bytes and metadata
+// (shape, strides, dtype, device) and keeps its identity and autograd state,
+// so every handle on it sees the change. Storage::handle_count counts
+// TensorImpls, so the new storage gains one and the old one loses one.
+void set_data(TensorImpl& impl, const Tensor& src) {
+  std::shared_ptr<Storage> old = std::exchange(impl.storage, src.storage());
+  impl.storage->handle_count.fetch_add(1, std::memory_order_relaxed);
+  impl.meta = src.meta();
+  impl.is_view = src.impl()->is_view;
+  impl.graph_version = impl.storage->graph_version;
+  if (old->handle_count.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    remat::Runtime::global().on_last_handle(*old);
+  }
+}
+}  // namespace
+
+void Module::to(Device device) {
+  NamedTensors own;
+  state_entries(*this, "", own);
+  // (tensor to change, its copy on `device`), the copies made before any
+  // change so that a throw leaves the module as it was.
+  std::vector<std::pair<Tensor, Tensor>> moves;
+  std::unordered_set<const TensorImpl*> seen;
+  NoGradGuard no_grad;
+  auto plan = [&](const Tensor& t) {
+    if (!t.defined() || t.device() == device || !seen.insert(t.impl()).second) return;
+    moves.emplace_back(t, t.detach().to(device));
+  };
+  for (const auto& [n, t] : own) {
+    plan(t);
+    plan(t.grad());
+  }
+  for (auto& [t, copy] : moves) {
+    set_data(*t.impl(), copy);
+    // Loaded data on `device`: its lineage (a copy of the old bytes) is
+    // dropped, which frees the old bytes once no one else holds them.
+    remat::Runtime::global().register_constant(*t.storage());
+  }
 }
 
 // ---- Sequential ---------------------------------------------------------------

@@ -88,6 +88,35 @@ class Module {
   /// Sets every parameter's grad to undefined (zero_grad(set_to_none=True)).
   void zero_grad();
 
+  // ---- devices ------------------------------------------------------------------
+  /// Moves every parameter and buffer of this module and its descendants to
+  /// `device` (libtorch `module->to(device)`, torch.nn.Module.to(device)):
+  /// each tensor's bytes are copied with Tensor::to(device) (the registry op
+  /// "to_device", through the backends' copies) and the copy is put in place
+  /// in the tensor's own TensorImpl, as libtorch's `param.set_data(...)`
+  /// does. Every handle on it therefore sees the move: the members
+  /// (`linear->weight`), tensors fetched from parameters() or buffers()
+  /// before the call, and an optimizer built before it. Shapes and dtypes
+  /// are unchanged; strides become contiguous; a parameter stays a leaf
+  /// with its requires_grad. A defined .grad moves with its parameter (as
+  /// torch.nn.Module.to does). Tensors on `device` already are left alone
+  /// (moving a module to where it is is a no-op). A tensor registered under
+  /// two names (tied weights) moves once and stays shared.
+  ///
+  /// The moved tensors are constants of the remat runtime on `device`
+  /// (loaded data: never recomputed; with a host tier they may be swapped),
+  /// and their old bytes are freed once nothing else holds them. Optimizer
+  /// state made before the call (momentum, Adam moments after a step)
+  /// stays where it was, so build optimizers after to(), as PyTorch advises.
+  /// Do not call it between a forward pass and its backward: the graph
+  /// recorded on the old device would send gradients there.
+  ///
+  /// Every copy is made before any tensor is changed, so a failure leaves
+  /// the module as it was. Throws DeviceError when `device` does not exist
+  /// (from the copy), OutOfMemoryError when the copies do not fit under
+  /// `device`'s budget.
+  void to(Device device);
+
  protected:
   void add_child(std::string name, std::shared_ptr<Module> module);
 

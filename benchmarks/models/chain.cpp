@@ -19,7 +19,7 @@ class ChainModel : public nn::Module {
 
 class Chain final : public Workload {
  public:
-  Chain(const ChainShape& shape, uint64_t seed) {
+  Chain(const ChainShape& shape, uint64_t seed, Device device) {
     DTR_CHECK(shape.layers > 0 && shape.batch > 0 && shape.width > 0, ValueError,
               "chain: layers, batch and width must be positive, got {}, {} and {}", shape.layers, shape.batch,
               shape.width);
@@ -28,10 +28,11 @@ class Chain final : public Workload {
     for (const auto& linear : model->layers) {
       units_.push_back([linear](const Tensor& x) { return gelu(linear->forward(x)); });
     }
-    optimizer_ = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
-    model_ = std::move(model);
     x_ = randn({shape.batch, shape.width});       // (batch, width)
     target_ = randn({shape.batch, shape.width});  // (batch, width)
+    model_ = model;
+    place_on(device, {&x_, &target_});
+    optimizer_ = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
   }
 
  protected:
@@ -44,8 +45,8 @@ class Chain final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_chain(const ChainShape& shape, uint64_t seed) {
-  return std::make_unique<Chain>(shape, seed);
+std::unique_ptr<Workload> make_chain(const ChainShape& shape, uint64_t seed, Device device) {
+  return std::make_unique<Chain>(shape, seed, device);
 }
 
 }  // namespace dtr::zoo

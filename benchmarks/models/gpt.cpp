@@ -55,17 +55,18 @@ class GptModel : public nn::Module {
 
 class Gpt final : public Workload {
  public:
-  explicit Gpt(uint64_t seed) {
+  Gpt(uint64_t seed, Device device) {
     manual_seed(seed);
     model_ = net_ = std::make_shared<GptModel>();
     for (const auto& block : net_->blocks) {
       blocks_.push_back([block](const Tensor& x) { return block->forward(x); });
     }
-    optimizer_ = std::make_unique<optim::AdamW>(net_->parameters(),
-                                                optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.01});
     idx_ = randint(0, kVocab, {kBatch, kSeq});          // int64 (B, T)
     targets_ = randint(0, kVocab, {kBatch * kSeq});     // int64 (B·T)
     pos_ = arange(kSeq);                                // int64 (T)
+    place_on(device, {&idx_, &targets_, &pos_});
+    optimizer_ = std::make_unique<optim::AdamW>(net_->parameters(),
+                                                optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.01});
   }
 
  protected:
@@ -84,6 +85,6 @@ class Gpt final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_gpt(uint64_t seed) { return std::make_unique<Gpt>(seed); }
+std::unique_ptr<Workload> make_gpt(uint64_t seed, Device device) { return std::make_unique<Gpt>(seed, device); }
 
 }  // namespace dtr::zoo

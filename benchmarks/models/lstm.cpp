@@ -39,20 +39,21 @@ class LstmModel : public nn::Module {
 
 class Lstm final : public Workload {
  public:
-  explicit Lstm(uint64_t seed) {
+  Lstm(uint64_t seed, Device device) {
     manual_seed(seed);
     model_ = net_ = std::make_shared<LstmModel>();
-    optimizer_ = std::make_unique<optim::AdamW>(net_->parameters(),
-                                                optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
     x_ = randn({kSteps, kBatch, kInput});        // (T, B, I)
     target_ = randn({kSteps, kBatch, kHidden});  // (T, B, H)
+    place_on(device, {&x_, &target_});
+    optimizer_ = std::make_unique<optim::AdamW>(net_->parameters(),
+                                                optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
   }
 
  protected:
   Tensor loss(Mode mode) override {
     const int64_t groups = checkpoint_segments(kSteps);
     const int64_t per_group = (kSteps + groups - 1) / groups;
-    Tensor h = zeros({kBatch, kHidden}), c = zeros({kBatch, kHidden});
+    Tensor h = zeros({kBatch, kHidden}, device_), c = zeros({kBatch, kHidden}, device_);
     Tensor total;
     for (int64_t t0 = 0; t0 < kSteps; t0 += per_group) {
       const int64_t t1 = std::min(kSteps, t0 + per_group);
@@ -82,6 +83,8 @@ class Lstm final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_lstm(uint64_t seed) { return std::make_unique<Lstm>(seed); }
+std::unique_ptr<Workload> make_lstm(uint64_t seed, Device device) {
+  return std::make_unique<Lstm>(seed, device);
+}
 
 }  // namespace dtr::zoo

@@ -63,7 +63,7 @@ class ResNetModel : public nn::Module {
 
 class ResNet final : public Workload {
  public:
-  explicit ResNet(uint64_t seed) {
+  ResNet(uint64_t seed, Device device) {
     manual_seed(seed);
     auto net = std::make_shared<ResNetModel>();
     units_.push_back([net = net.get()](const Tensor& x) { return relu(net->stem_bn->forward(net->stem->forward(x))); });
@@ -71,10 +71,11 @@ class ResNet final : public Workload {
       units_.push_back([block](const Tensor& x) { return block->forward(x); });
     }
     fc_ = net->fc;
-    optimizer_ = std::make_unique<optim::SGD>(net->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
-    model_ = std::move(net);
     x_ = randn({kBatch, 1, kSide, kSide});            // (64, 1, 28, 28)
     labels_ = randint(0, kClasses, {kBatch});         // int64 (64)
+    model_ = net;
+    place_on(device, {&x_, &labels_});
+    optimizer_ = std::make_unique<optim::SGD>(net->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
   }
 
  protected:
@@ -91,6 +92,8 @@ class ResNet final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_resnet(uint64_t seed) { return std::make_unique<ResNet>(seed); }
+std::unique_ptr<Workload> make_resnet(uint64_t seed, Device device) {
+  return std::make_unique<ResNet>(seed, device);
+}
 
 }  // namespace dtr::zoo

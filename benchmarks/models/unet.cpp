@@ -58,12 +58,13 @@ class UNetModel : public nn::Module {
 
 class UNet final : public Workload {
  public:
-  explicit UNet(uint64_t seed) {
+  UNet(uint64_t seed, Device device) {
     manual_seed(seed);
     model_ = net_ = std::make_shared<UNetModel>();
-    optimizer_ = std::make_unique<optim::SGD>(net_->parameters(), optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
     x_ = randn({kBatch, kChannels, kSide, kSide});         // (16, 3, 64, 64)
     target_ = randint(0, kClasses, {kBatch, kSide, kSide});  // int64 (16, 64, 64)
+    place_on(device, {&x_, &target_});
+    optimizer_ = std::make_unique<optim::SGD>(net_->parameters(), optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
   }
 
  protected:
@@ -100,6 +101,6 @@ class UNet final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_unet(uint64_t seed) { return std::make_unique<UNet>(seed); }
+std::unique_ptr<Workload> make_unet(uint64_t seed, Device device) { return std::make_unique<UNet>(seed, device); }
 
 }  // namespace dtr::zoo

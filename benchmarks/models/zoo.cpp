@@ -22,6 +22,12 @@ int64_t Workload::parameter_bytes() const {
   return bytes;
 }
 
+void Workload::place_on(Device device, std::initializer_list<Tensor*> fixed) {
+  device_ = device;
+  model_->to(device);
+  for (Tensor* t : fixed) *t = t->to(device);
+}
+
 namespace {
 
 double cpu_ms() {
@@ -61,7 +67,7 @@ const std::vector<ModelSpec>& models() {
     constexpr ChainShape chain{64, 256, 512}, chain_b2048{64, 2048, 512};
     std::vector<ModelSpec> z = {
         {"chain", "64 x (Linear 512->512, GELU), batch 256, mse_loss; SGD lr 0.01 momentum 0.9", 64,
-         [=](uint64_t seed) { return make_chain(chain, seed); }, true, chain},
+         [=](uint64_t seed, Device device) { return make_chain(chain, seed, device); }, true, chain},
         {"gpt",
          "GPT pre-LN, 6 blocks, d 256, 8 heads, seq 256, batch 8, vocab 256, dropout 0.1, "
          "cross_entropy; AdamW lr 3e-4",
@@ -75,7 +81,7 @@ const std::vector<ModelSpec>& models() {
         {"lstm", "LSTM unrolled 128 steps, input 256, hidden 256, batch 32, mse on outputs; AdamW lr 1e-3",
          128, make_lstm},
         {"chain_b2048", "64 x (Linear 512->512, GELU), batch 2048, mse_loss; SGD lr 0.01 momentum 0.9", 64,
-         [=](uint64_t seed) { return make_chain(chain_b2048, seed); }, false, chain_b2048},
+         [=](uint64_t seed, Device device) { return make_chain(chain_b2048, seed, device); }, false, chain_b2048},
     };
     return z;
   }();

@@ -34,10 +34,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dtr/dtr.h"
@@ -66,14 +69,21 @@ class Workload {
 
   /// Bytes of the parameters (float32), for reports.
   int64_t parameter_bytes() const;
+  /// Where the model, its inputs and its optimizer state live.
+  Device device() const { return device_; }
 
  protected:
   Workload() = default;
   /// Forward and loss of the fixed batch: a float32 scalar that requires grad.
   virtual Tensor loss(Mode mode) = 0;
+  /// Moves model_ (nn::Module::to) and each of `fixed` (the inputs and
+  /// targets, Tensor::to) to `device` and records it in device_; the
+  /// optimizer is built after. Throws DeviceError for an absent device.
+  void place_on(Device device, std::initializer_list<Tensor*> fixed);
 
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  Device device_{kCPU};
 };
 
 /// Times of training steps. CPU time is that of the whole process (every
@@ -97,15 +107,38 @@ struct ChainShape {
   int64_t layers = 0, batch = 0, width = 0;
 };
 
+/// Builds a workload: `seed` and `device` as ModelSpec::make documents.
+/// Called with a seed alone, it builds on the CPU.
+class Factory {
+ public:
+  using Fn = std::function<std::unique_ptr<Workload>(uint64_t seed, Device device)>;
+  Factory() = default;
+  /// Any callable (seed, device) → unique_ptr<Workload>; implicit, as the
+  /// std::function it wraps.
+  template <typename F>
+    requires std::is_invocable_r_v<std::unique_ptr<Workload>, F, uint64_t, Device>
+  Factory(F f) : fn_(std::move(f)) {}  // NOLINT(google-explicit-constructor)
+  std::unique_ptr<Workload> operator()(uint64_t seed, Device device = Device(kCPU)) const {
+    return fn_(seed, device);
+  }
+
+ private:
+  Fn fn_;
+};
+
 /// A zoo entry: its name, a one-line description and a factory.
 struct ModelSpec {
   std::string name;
   std::string description;  // shapes and optimizer, for reports
   /// Units static checkpointing splits into segments (layers, blocks, steps).
   int64_t checkpoint_units = 0;
-  /// Builds the model, optimizer and inputs after dtr::manual_seed(seed), so
-  /// two calls with one seed give bitwise the same workload.
-  std::function<std::unique_ptr<Workload>(uint64_t seed)> make;
+  /// Builds the model and its inputs on the CPU after dtr::manual_seed(seed),
+  /// so two calls with one seed give bitwise the same workload; then moves
+  /// the model (nn::Module::to) and the fixed inputs and targets
+  /// (Tensor::to) to `device` (default: the CPU, where moving is a no-op)
+  /// and builds the optimizer there. Every device thus trains from the same
+  /// bytes. Throws DeviceError for a device that does not exist.
+  Factory make;
   /// Part of the default model list of the sweep.
   bool in_default_sweep = true;
   /// Set for the chains: their sizes, for the Revolve comparison.
@@ -131,10 +164,10 @@ Tensor run_sequential(const std::vector<std::function<Tensor(const Tensor&)>>& l
                       const Tensor& x);
 
 // Factories, one per model file.
-std::unique_ptr<Workload> make_chain(const ChainShape& shape, uint64_t seed);
-std::unique_ptr<Workload> make_gpt(uint64_t seed);
-std::unique_ptr<Workload> make_resnet(uint64_t seed);
-std::unique_ptr<Workload> make_unet(uint64_t seed);
-std::unique_ptr<Workload> make_lstm(uint64_t seed);
+std::unique_ptr<Workload> make_chain(const ChainShape& shape, uint64_t seed, Device device = Device(kCPU));
+std::unique_ptr<Workload> make_gpt(uint64_t seed, Device device = Device(kCPU));
+std::unique_ptr<Workload> make_resnet(uint64_t seed, Device device = Device(kCPU));
+std::unique_ptr<Workload> make_unet(uint64_t seed, Device device = Device(kCPU));
+std::unique_ptr<Workload> make_lstm(uint64_t seed, Device device = Device(kCPU));
 
 }  // namespace dtr::zoo

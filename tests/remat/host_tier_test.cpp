@@ -375,7 +375,31 @@ TEST_F(HostTier, PlannerPredictsSwapsExactly) {
     EXPECT_EQ(p.peak_bytes, s.peak_bytes);
     EXPECT_DOUBLE_EQ(p.swap_seconds_estimated, s.swap_seconds_estimated);
     EXPECT_GT(p.swap_outs, 0);
+    const std::string table = remat::format_plan(report);
+    EXPECT_NE(table.find("swap outs"), std::string::npos) << table;
   }
+  // A state with storages in host memory already is captured and rebuilt
+  // as such: a simulation starting from it has them in its host tier.
+  DeviceMlp m(dev, 256, 64, 6);
+  m.step();
+  remat::set_memory_budget(dev, remat::stats(dev).resident_bytes / 2);
+  m.step();
+  const remat::Stats before = remat::stats(dev);
+  ASSERT_GT(before.swapped_bytes, 0);
+  remat::Runtime fresh;
+  const remat::RuntimeSnapshot snap = rt().snapshot(/*generation=*/0xFFFFFFF0u);
+  const auto storages = fresh.restore(snap, [](size_t) {
+    return [](std::span<Storage* const>, std::span<Storage* const>) {};
+  });
+  EXPECT_EQ(fresh.stats(dev).swapped_bytes, before.swapped_bytes);
+  EXPECT_EQ(fresh.stats(dev).resident_bytes, before.resident_bytes);
+  EXPECT_EQ(fresh.stats(Device(kCPU)).host_tier_bytes, before.swapped_bytes);
+  size_t swapped = 0;
+  for (size_t i = 0; i < storages.size(); ++i) {
+    EXPECT_EQ(remat::is_swapped(*storages[i]), snap.storages[i].swapped) << i;
+    swapped += snap.storages[i].swapped;
+  }
+  EXPECT_GT(swapped, 0u);
 }
 
 }  // namespace

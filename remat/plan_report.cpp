@@ -110,9 +110,13 @@ void format_points(const PlanReport& r, const std::vector<Heuristic>& heuristics
     out += "  none simulated\n";
     return;
   }
-  fmt::format_to(o, "  {:<10} {:>8} {:>11} {:<14} {:>11} {:>10} {:>9} {:>9} {:>12} {:>10} {:>9}\n",
+  // The host tier's columns only where some point swapped (Note [host tier]).
+  const bool swaps = std::any_of(r.points.begin(), r.points.end(), [](const PlanPoint& p) { return p.swap_outs > 0; });
+  fmt::format_to(o, "  {:<10} {:>8} {:>11} {:<14} {:>11} {:>10} {:>9} {:>9} {:>12} {:>10} {:>9}{}\n",
                  "heuristic", "fraction", "budget MiB", "outcome", "peak MiB", "evictions",
-                 "replays", "remats", "recomp GFLOP", "recomp s", "slowdown");
+                 "replays", "remats", "recomp GFLOP", "recomp s", "slowdown",
+                 swaps ? fmt::format(" {:>9} {:>9} {:>10} {:>8}", "swap outs", "swap ins", "copied MiB", "copy s")
+                       : std::string());
   for (size_t g = 0; g < heuristics.size(); ++g) {
     bool any = false;
     for (const PlanPoint& p : r.points) {
@@ -125,10 +129,15 @@ void format_points(const PlanReport& r, const std::vector<Heuristic>& heuristics
         fmt::format_to(o, " {}\n", first_line(p.error, 72));
         continue;
       }
-      fmt::format_to(o, " {:>11.2f} {:>10} {:>9} {:>9} {:>12} {:>10} {:>8}x\n",
+      fmt::format_to(o, " {:>11.2f} {:>10} {:>9} {:>9} {:>12} {:>10} {:>8}x",
                      to_mib(p.peak_bytes), p.evictions, p.recomputed_ops, p.rematerializations,
                      fixed(p.recomputed_flops / 1e9, 3), fixed(p.recompute_seconds, 4),
                      fixed(p.predicted_slowdown, 3));
+      if (swaps) {
+        fmt::format_to(o, " {:>9} {:>9} {:>10.2f} {:>8}", p.swap_outs, p.swap_ins, to_mib(p.swap_bytes),
+                       fixed(p.swap_seconds_estimated, 4));
+      }
+      out += '\n';
     }
   }
 }

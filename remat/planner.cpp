@@ -89,6 +89,7 @@ class StepTrace {
   std::vector<Decl> decls;  // by id; entries of the snapshot's storages unused
   Heuristic heuristic = Heuristic::kDtrEq;
   SampleMode sample = SampleMode::kSqrt;
+  SwapMode swap = SwapMode::kAuto;
   int64_t min_evict_bytes = 0;
   double step_seconds = 0;    // wall time of the recorded calls after kMeasureStart (all when none)
   int measured_steps = 1;     // calls of the step after kMeasureStart
@@ -256,6 +257,7 @@ class Simulation {
     rt_.set_simulated(true);
     rt_.set_heuristic(h);
     rt_.set_sample_mode(t.sample);
+    rt_.set_swap_mode(t.swap);
     rt_.set_min_evict_bytes(t.min_evict_bytes);
     limit_ = int64_t(std::ceil(max_replay_factor * double(std::max<size_t>(1, t.nodes.size()))));
     std::vector<std::shared_ptr<Storage>> start = rt_.restore(t.start, [this](size_t i) {
@@ -476,6 +478,7 @@ std::shared_ptr<StepTrace> record_unbudgeted(const std::function<void()>& step, 
   auto t = std::make_shared<StepTrace>();
   t->heuristic = rt.heuristic();
   t->sample = rt.sample_mode();
+  t->swap = rt.swap_mode();
   t->min_evict_bytes = rt.min_evict_bytes();
   t->start = rt.snapshot(generation);
   RuntimeObserver* const outer = rt.observer();
@@ -550,8 +553,12 @@ PlanPoint simulate(const StepTrace& trace, Device device, std::optional<int64_t>
   p.recomputed_flops = s.recomputed_flops;
   p.recompute_seconds_estimated = s.recompute_seconds_estimated;
   p.recompute_seconds = sim.replay_seconds();
+  p.swap_outs = s.swap_outs;
+  p.swap_ins = s.swap_ins;
+  p.swap_bytes = s.swap_bytes_out + s.swap_bytes_in;
+  p.swap_seconds_estimated = s.swap_seconds_estimated;
   const double base = trace.step_seconds > 0 ? trace.step_seconds : 1e-9;
-  p.predicted_slowdown = (base + p.recompute_seconds) / base;
+  p.predicted_slowdown = (base + p.recompute_seconds + p.swap_seconds_estimated) / base;
   p.simulate_seconds = elapsed(t0);
   return p;
 }
@@ -805,6 +812,7 @@ void start_program_plan(Runtime& rt, const std::string& path) {
   }
   p->trace.heuristic = rt.heuristic();
   p->trace.sample = rt.sample_mode();
+  p->trace.swap = rt.swap_mode();
   p->trace.min_evict_bytes = rt.min_evict_bytes();
   p->trace.start = rt.snapshot(kProgramGeneration, /*slot=*/1);
   p->recorder = std::make_unique<Recorder>(p->trace, kProgramGeneration, /*slot=*/1);

@@ -55,7 +55,15 @@ struct PlanPoint {
   double recompute_seconds_estimated = 0;  // Σ replayed ops' cost_seconds (the cost model's)
   /// Σ replayed ops' kernel seconds as measured in the recorded step.
   double recompute_seconds = 0;
-  /// (step_seconds + recompute_seconds) / step_seconds.
+  /// The host tier (Note [host tier]), where the device has one and
+  /// DTR_SWAP was auto when the step was recorded: storages copied to host
+  /// memory and back, bytes copied both ways, and the copies' seconds by
+  /// the device's host link.
+  int64_t swap_outs = 0;
+  int64_t swap_ins = 0;
+  int64_t swap_bytes = 0;
+  double swap_seconds_estimated = 0;
+  /// (step_seconds + recompute_seconds + swap_seconds_estimated) / step_seconds.
   double predicted_slowdown = 1;
   double simulate_seconds = 0;      // wall time this simulation took
   bool feasible() const { return outcome == PlanOutcome::kFeasible; }

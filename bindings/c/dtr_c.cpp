@@ -222,9 +222,15 @@ void apply_option(std::string_view name, const Options& o) {
   else if (name == "DTR_SAMPLE") rt.set_sample_mode(o.sample);
   else if (name == "DTR_MIN_EVICT_BYTES") rt.set_min_evict_bytes(o.min_evict_bytes);
   else if (name == "DTR_COST") rt.set_cost_model(o.cost);
+  else if (name == "DTR_SWAP") rt.set_swap_mode(o.swap);
   else if (name == "DTR_VERIFY") rt.set_verify(o.verify);
   else if (name == "DTR_LOG") set_log_level(o.log_level);
   else if (name == "DTR_TRACE") rt.set_trace_path(o.trace_path);
+  else if (name == "DTR_PLAN") {
+    throw ValueError(
+        "dtr_set_option: DTR_PLAN records the whole run from its start, so it is read from the "
+        "environment at start-up only");
+  }
   else if (name == "DTR_MEMORY_BUDGET") {
     const Device def = default_device();
     std::vector<Device> devices = rt.devices();
@@ -886,6 +892,10 @@ dtr_status dtr_stats(dtr_device_type type, int index, double* values, size_t n) 
         double(s.recomputed_ops),     s.recomputed_flops,
         s.recompute_seconds_estimated, s.recompute_seconds_measured,
         double(s.metadata_nodes),     double(s.live_storages),
+        double(s.swap_outs),          double(s.swap_ins),
+        double(s.swapped_bytes),      double(s.swap_bytes_out),
+        double(s.swap_bytes_in),      s.swap_seconds_estimated,
+        double(s.host_tier_bytes),
     };
     static_assert(std::size(all) == DTR_STAT_COUNT);
     std::copy(all, all + std::min<size_t>(n, DTR_STAT_COUNT), values);

@@ -390,7 +390,7 @@ TEST(Bool, Parses) {
 TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   const std::vector<std::string_view> expected = {
       "DTR_MEMORY_BUDGET", "DTR_HEURISTIC", "DTR_SAMPLE", "DTR_MIN_EVICT_BYTES",
-      "DTR_COST",          "DTR_LOG",       "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN"};
+      "DTR_COST",          "DTR_SWAP",      "DTR_LOG",    "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN"};
   std::vector<std::string_view> names;
   for (const OptionInfo& row : option_table()) {
     names.push_back(row.env_var);
@@ -489,6 +489,7 @@ TEST_F(EnvTest, DefaultsWhenUnset) {
   EXPECT_EQ(o.sample, SampleMode::kSqrt);
   EXPECT_EQ(o.min_evict_bytes, 0);
   EXPECT_EQ(o.cost, CostModel::kEstimate);
+  EXPECT_EQ(o.swap, SwapMode::kAuto);
   EXPECT_EQ(o.log_level, "warn");
   EXPECT_EQ(o.trace_path, "");
   EXPECT_FALSE(o.verify);
@@ -500,6 +501,7 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   set("DTR_SAMPLE", "sqrt");
   set("DTR_MIN_EVICT_BYTES", "4KiB");
   set("DTR_COST", "Measured");
+  set("DTR_SWAP", "OFF");
   set("DTR_LOG", "debug");
   set("DTR_TRACE", "/tmp/dtr_trace.json");
   set("DTR_VERIFY", "on");
@@ -510,6 +512,7 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   EXPECT_EQ(o.sample, SampleMode::kSqrt);
   EXPECT_EQ(o.min_evict_bytes, 4 * KiB);
   EXPECT_EQ(o.cost, CostModel::kMeasured);
+  EXPECT_EQ(o.swap, SwapMode::kOff);
   EXPECT_EQ(o.log_level, "debug");
   EXPECT_EQ(o.trace_path, "/tmp/dtr_trace.json");
   EXPECT_TRUE(o.verify);
@@ -544,6 +547,7 @@ TEST_F(EnvTest, BadValuesNameVariableValueAndAcceptedForms) {
   expect_rejected("DTR_HEURISTIC", "random", "dtr_eq, dtr, dtr_local, lru, size, msps");
   expect_rejected("DTR_SAMPLE", "half", "all, sqrt");
   expect_rejected("DTR_COST", "guess", "estimate, measured");
+  expect_rejected("DTR_SWAP", "always", "off, auto");
   expect_rejected("DTR_MIN_EVICT_BYTES", "10%", "64KiB");
   expect_rejected("DTR_MIN_EVICT_BYTES", "-5", "64KiB");
   expect_rejected("DTR_LOG", "loud", "trace, debug, info, warn, error, critical, off");

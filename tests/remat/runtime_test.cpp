@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -467,6 +468,64 @@ TEST_F(PolicyFixture, FormulasOrderCandidates) {
   EXPECT_LT(score(*lru, *stale, now), score(*lru, *cheap_big, now));
   auto size = make_policy(Heuristic::kSize);
   EXPECT_LT(score(*size, *cheap_big, now), score(*size, *stale, now));
+}
+
+// Note [host tier]: one score decides between recomputing and copying back.
+// Costs as the second test device prices them: its roofline (90 GFLOP/s,
+// 30 GB/s, 0.1 µs per call) and a 25 GB/s, 10 µs host link with synchronous
+// copies (a swap costs the copy out and the copy back).
+TEST_F(PolicyFixture, SwapIsChosenWhereCopyingBackIsCheaperThanRecomputing) {
+  const Roofline roof{.peak_flops = 90e9, .bandwidth = 30e9, .launch_seconds = 1e-7};
+  const HostLink link{.bandwidth = 25e9, .latency_seconds = 1e-5};
+  pool.set_host_link(link);
+  const int64_t mib = int64_t{1} << 20;
+  // A 512×512×512 GEMM's 1 MiB output: 2.7e8 FLOPs, ~3 ms to recompute.
+  auto gemm = make(mib, roof.seconds(2.0 * 512 * 512 * 512, 3.0 * double(mib)), 0);
+  // A ReLU of 1 MiB: ~70 µs, bound by its 2 MiB of traffic.
+  auto relu = make(mib, roof.seconds(262144, 2.0 * double(mib)), 0);
+  const double swap = 2 * link.seconds(double(mib));  // ~104 µs
+  const int64_t now = 4;                            // staleness 5 for both (a fake clock)
+  for (const Heuristic h : {Heuristic::kDtrEq, Heuristic::kDtr, Heuristic::kDtrLocal, Heuristic::kMsps,
+                            Heuristic::kLru, Heuristic::kSize}) {
+    SCOPED_TRACE(std::string(heuristic_name(h)));
+    auto policy = make_policy(h);
+    pool.add(*gemm);
+    pool.add(*relu);
+    const Candidate& g = pool[size_t(state(*gemm).pool_index)];
+    const Candidate& r = pool[size_t(state(*relu).pool_index)];
+    EXPECT_DOUBLE_EQ(g.swap_seconds, swap);
+    EXPECT_TRUE(g.replayable);
+    EXPECT_EQ(policy->restore_choice(g), EvictionPolicy::Restore::kSwap);
+    EXPECT_EQ(policy->restore_choice(r), EvictionPolicy::Restore::kRecompute);
+    EXPECT_DOUBLE_EQ(policy->restore_cost(g), swap);
+    EXPECT_DOUBLE_EQ(policy->restore_cost(r), r.cost);
+  }
+  // dtr_eq's score is the cheaper way back over size times staleness.
+  auto eq = make_policy(Heuristic::kDtrEq);
+  EXPECT_DOUBLE_EQ(score(*eq, *gemm, now), (swap + 1e-12) / (double(mib) * 5.0));
+  EXPECT_DOUBLE_EQ(score(*eq, *relu, now), (local_cost(*relu) + 1e-12) / (double(mib) * 5.0));
+  // An evicted neighbour makes recomputing the ReLU dearer than copying it.
+  auto input = make(mib, 1.0, 0);
+  auto relu2 = make(mib, local_cost(*relu), 0, input);
+  eq->on_evict(*input, pool);
+  pool.add(*relu2);
+  EXPECT_EQ(eq->restore_choice(pool[size_t(state(*relu2).pool_index)]), EvictionPolicy::Restore::kSwap);
+  // A constant (no lineage) can only be copied back.
+  auto constant = std::make_shared<Storage>(mib, Device());
+  state(*constant).constant = true;
+  pool.add(*constant);
+  const Candidate& c = pool[size_t(state(*constant).pool_index)];
+  EXPECT_FALSE(c.replayable);
+  EXPECT_EQ(eq->recompute_cost(c), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(eq->restore_choice(c), EvictionPolicy::Restore::kSwap);
+  // With the host tier off every swap is priced +inf: recomputation, and
+  // bitwise the scores of a runtime without a host tier.
+  pool.set_host_link(std::nullopt);
+  pool.sync(*gemm);
+  const Candidate& g_off = pool[size_t(state(*gemm).pool_index)];
+  EXPECT_EQ(g_off.swap_seconds, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(eq->restore_choice(g_off), EvictionPolicy::Restore::kRecompute);
+  EXPECT_EQ(eq->score(g_off, now), (local_cost(*gemm) + 1e-12) / (double(mib) * 5.0));
 }
 
 TEST_F(PolicyFixture, EvictedNeighbourhoodAddsCost) {

@@ -325,7 +325,15 @@ typedef enum dtr_stat {
   DTR_STAT_RECOMPUTE_SECONDS_MEASURED = 9,
   DTR_STAT_METADATA_NODES = 10,
   DTR_STAT_LIVE_STORAGES = 11,
-  DTR_STAT_COUNT = 12 /* grows when statistics are added */
+  /* The host tier (DTR_SWAP; Note [host tier] in docs/DESIGN.md). */
+  DTR_STAT_SWAP_OUTS = 12,
+  DTR_STAT_SWAP_INS = 13,
+  DTR_STAT_SWAPPED_BYTES = 14,         /* of this device, in host memory now */
+  DTR_STAT_SWAP_BYTES_OUT = 15,
+  DTR_STAT_SWAP_BYTES_IN = 16,
+  DTR_STAT_SWAP_SECONDS_ESTIMATED = 17,
+  DTR_STAT_HOST_TIER_BYTES = 18,       /* on the cpu: bytes held for other devices */
+  DTR_STAT_COUNT = 19 /* grows when statistics are added */
 } dtr_stat;
 /* One snapshot of a device's statistics: values[i] for i < min(n, DTR_STAT_COUNT)
  * (counts and bytes as exact doubles). An older caller passing a smaller n

@@ -24,7 +24,9 @@ def stats(device=None):
     """The runtime's counters for `device` as a dict: budget_bytes (-1: none),
     resident_bytes, peak_bytes, evictions, eager_frees, rematerializations,
     recomputed_ops, recomputed_flops, recompute_seconds_estimated,
-    recompute_seconds_measured, metadata_nodes, live_storages."""
+    recompute_seconds_measured; the host tier's swap_outs, swap_ins, swapped_bytes,
+    swap_bytes_out, swap_bytes_in, swap_seconds_estimated and (on the cpu)
+    host_tier_bytes (DTR_SWAP); metadata_nodes, live_storages."""
     return _C.stats(_device(device))
 
 

@@ -64,6 +64,13 @@ nb::dict stats_dict(const remat::Stats& s) {
   d["recomputed_flops"] = s.recomputed_flops;
   d["recompute_seconds_estimated"] = s.recompute_seconds_estimated;
   d["recompute_seconds_measured"] = s.recompute_seconds_measured;
+  d["swap_outs"] = s.swap_outs;
+  d["swap_ins"] = s.swap_ins;
+  d["swapped_bytes"] = s.swapped_bytes;
+  d["swap_bytes_out"] = s.swap_bytes_out;
+  d["swap_bytes_in"] = s.swap_bytes_in;
+  d["swap_seconds_estimated"] = s.swap_seconds_estimated;
+  d["host_tier_bytes"] = s.host_tier_bytes;
   d["metadata_nodes"] = s.metadata_nodes;
   d["live_storages"] = s.live_storages;
   return d;

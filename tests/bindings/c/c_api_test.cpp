@@ -19,6 +19,7 @@
 #include "c_api_helpers.h"
 #include "child_process.h"
 #include "handles.h"  // bindings/c: to hold an object's use flag as another call would
+#include "remat/runtime.h"
 
 namespace dtr::capi::testing {
 namespace {
@@ -530,6 +531,14 @@ TEST_F(CApiTest, OptionsAreParsedAsTheEnvironmentIs) {
   DTR_C_OK(dtr_memory_budget(DTR_DEVICE_CPU, 0, &budget));
   EXPECT_EQ(budget, -1);
   DTR_C_OK(dtr_set_memory_budget(DTR_DEVICE_CPU, 0, before));
+  // Every option of the table has a setter here, or says why not.
+  DTR_C_OK(dtr_set_option("DTR_SWAP", "off"));
+  EXPECT_EQ(remat::Runtime::global().swap_mode(), SwapMode::kOff);
+  DTR_C_OK(dtr_set_option("DTR_SWAP", ""));
+  EXPECT_EQ(remat::Runtime::global().swap_mode(), SwapMode::kAuto);
+  EXPECT_EQ(dtr_set_option("DTR_SWAP", "always"), DTR_ERR_VALUE);
+  EXPECT_EQ(dtr_set_option("DTR_PLAN", "/tmp/plan"), DTR_ERR_VALUE);
+  EXPECT_THAT(last_error(), HasSubstr("start-up"));
 }
 
 TEST_F(CApiTest, ManualSeedRepeatsDraws) {

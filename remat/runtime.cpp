@@ -358,6 +358,31 @@ struct Runtime::Impl final : CandidateSync {
     }
     pool_add(s);
   }
+  // Frees the host copy of the swapped storage with lineage whose
+  // recomputation costs least per byte; false when none has lineage. Runs
+  // only when the cpu budget has nothing else left to evict.
+  bool drop_a_host_copy() {
+    Storage* best = nullptr;
+    double best_cost = 0;
+    for (const auto& d : devices) {
+      if (!d->link) continue;
+      for (Storage* s : d->tracked) {
+        if (!swapped(*s) || !replayable(*s)) continue;
+        const double c = local_cost(*s) / double(std::max<int64_t>(s->nbytes(), 1));
+        // Ties go to the older producer: the choice must not depend on the hash set's order.
+        if (best == nullptr || c < best_cost ||
+            (c == best_cost && producer(*s)->tick < producer(*best)->tick)) {
+          best = s;
+          best_cost = c;
+        }
+      }
+    }
+    if (best == nullptr) return false;
+    release_host_copy(*best);
+    if (any_budget) policy->on_evict(*best, *this);
+    ++memory_of(*best)->stats.evictions;
+    return true;
+  }
   // Makes `s` resident if its bytes are in the host tier.
   void swap_in_if_swapped(Storage& s) {
     if (swapped(s)) swap_in(s);
@@ -703,7 +728,12 @@ struct Runtime::Impl final : CandidateSync {
     if (!m.budget) return;
     while (m.stats.resident_bytes + request > *m.budget) {
       const Victim victim = choose_victim(m.pool, m.swap_on ? host_room() : 0);
-      if (victim.s == nullptr) throw_oom(m, request);
+      if (victim.s == nullptr) {
+        // The host's own allocation comes first: a host copy that lineage
+        // can rebuild goes, and its storage is evicted (Note [host tier]).
+        if (m.device.is_cpu() && m.stats.host_tier_bytes > 0 && drop_a_host_copy()) continue;
+        throw_oom(m, request);
+      }
       if (victim.swap && swap_out(*victim.s)) continue;
       if (!replayable(*victim.s)) {
         // The host allocator failed within the cpu budget: the system is out of memory.

@@ -392,10 +392,18 @@ struct Runtime::Impl final : CandidateSync {
   void apply_swap_mode(DeviceMemory& m) {
     m.swap_on = swap_mode == SwapMode::kAuto && m.link.has_value();
     m.pool.set_host_link(m.swap_on ? m.link : std::nullopt);
-    for (Storage* s : m.tracked) {
-      pool_remove(*s);
-      pool_add(*s);
-    }
+    // Members keep their order, newcomers follow by last access: pool order
+    // breaks ties between equal scores, so it must not follow addresses.
+    std::vector<Storage*> order(m.tracked.begin(), m.tracked.end());
+    std::sort(order.begin(), order.end(), [](const Storage* a, const Storage* b) {
+      const int64_t ia = st(*a).pool_index, ib = st(*b).pool_index;
+      if ((ia >= 0) != (ib >= 0)) return ia >= 0;
+      if (ia != ib) return ia < ib;
+      if (st(*a).last_access != st(*b).last_access) return st(*a).last_access < st(*b).last_access;
+      return a->nbytes() < b->nbytes();
+    });
+    for (Storage* s : order) pool_remove(*s);
+    for (Storage* s : order) pool_add(*s);
   }
 
   // Note [scores]: the policy's score; the lowest is evicted. With kSqrt,

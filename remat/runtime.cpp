@@ -346,7 +346,8 @@ struct Runtime::Impl final : CandidateSync {
     m.stats.swap_bytes_in += n;
     m.stats.swap_seconds_estimated += m.link ? m.link->seconds(double(n)) : 0.0;
     st(s).last_access = clock;
-    if (verify && st(s).verify_hash != 0 && hash_bytes(s) != st(s).verify_hash) verify_failed(s);
+    if (verify && st(s).verify_hash != 0 && hash_bytes(s) != st(s).verify_hash)
+      verify_failed(s, "its copy back from host memory differs");
     debug_rate_limited(debug_limit, "swap in storage {} ({} bytes) on {}", fmt::ptr(&s), n, m.device.str());
     if (trace) {
       const auto t1 = std::chrono::steady_clock::now();
@@ -545,7 +546,8 @@ struct Runtime::Impl final : CandidateSync {
     return h | 1;  // never 0 (0 = no hash)
   }
 
-  [[noreturn]] void verify_failed(const Storage& s) {
+  // `how`: what brought the bytes back ("replay is not bitwise equal").
+  [[noreturn]] void verify_failed(const Storage& s, std::string_view how = "replay is not bitwise equal") {
     std::string trail;
     const Node* n = producer(s);
     for (int depth = 0; n != nullptr && depth < 16; ++depth) {
@@ -554,8 +556,8 @@ struct Runtime::Impl final : CandidateSync {
     }
     std::string message = fmt::format(
         "DTR_VERIFY: rematerialized storage of {} bytes on {} differs from its first computation "
-        "(replay is not bitwise equal); op trail (producer first):{}\nplease report",
-        s.nbytes(), s.device().str(), trail);
+        "({}); op trail (producer first):{}\nplease report",
+        s.nbytes(), s.device().str(), how, trail);
     trace_error("InternalError", message, memory_of(s));
     throw InternalError(std::move(message));
   }

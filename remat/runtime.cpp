@@ -346,7 +346,8 @@ struct Runtime::Impl final : CandidateSync {
     m.stats.swap_bytes_in += n;
     m.stats.swap_seconds_estimated += m.link ? m.link->seconds(double(n)) : 0.0;
     st(s).last_access = clock;
-    if (verify && st(s).verify_hash != 0 && hash_bytes(s) != st(s).verify_hash) verify_failed(s);
+    if (verify && st(s).verify_hash != 0 && hash_bytes(s) != st(s).verify_hash)
+      verify_failed(s, "its copy back from host memory differs");
     debug_rate_limited(debug_limit, "swap in storage {} ({} bytes) on {}", fmt::ptr(&s), n, m.device.str());
     if (trace) {
       const auto t1 = std::chrono::steady_clock::now();
@@ -358,6 +359,31 @@ struct Runtime::Impl final : CandidateSync {
     }
     pool_add(s);
   }
+  // Frees the host copy of the swapped storage with lineage whose
+  // recomputation costs least per byte; false when none has lineage. Runs
+  // only when the cpu budget has nothing else left to evict.
+  bool drop_a_host_copy() {
+    Storage* best = nullptr;
+    double best_cost = 0;
+    for (const auto& d : devices) {
+      if (!d->link) continue;
+      for (Storage* s : d->tracked) {
+        if (!swapped(*s) || !replayable(*s)) continue;
+        const double c = local_cost(*s) / double(std::max<int64_t>(s->nbytes(), 1));
+        // Ties go to the older producer: the choice must not depend on the hash set's order.
+        if (best == nullptr || c < best_cost ||
+            (c == best_cost && producer(*s)->tick < producer(*best)->tick)) {
+          best = s;
+          best_cost = c;
+        }
+      }
+    }
+    if (best == nullptr) return false;
+    release_host_copy(*best);
+    if (any_budget) policy->on_evict(*best, *this);
+    ++memory_of(*best)->stats.evictions;
+    return true;
+  }
   // Makes `s` resident if its bytes are in the host tier.
   void swap_in_if_swapped(Storage& s) {
     if (swapped(s)) swap_in(s);
@@ -367,10 +393,18 @@ struct Runtime::Impl final : CandidateSync {
   void apply_swap_mode(DeviceMemory& m) {
     m.swap_on = swap_mode == SwapMode::kAuto && m.link.has_value();
     m.pool.set_host_link(m.swap_on ? m.link : std::nullopt);
-    for (Storage* s : m.tracked) {
-      pool_remove(*s);
-      pool_add(*s);
-    }
+    // Members keep their order, newcomers follow by last access: pool order
+    // breaks ties between equal scores, so it must not follow addresses.
+    std::vector<Storage*> order(m.tracked.begin(), m.tracked.end());
+    std::sort(order.begin(), order.end(), [](const Storage* a, const Storage* b) {
+      const int64_t ia = st(*a).pool_index, ib = st(*b).pool_index;
+      if ((ia >= 0) != (ib >= 0)) return ia >= 0;
+      if (ia != ib) return ia < ib;
+      if (st(*a).last_access != st(*b).last_access) return st(*a).last_access < st(*b).last_access;
+      return a->nbytes() < b->nbytes();
+    });
+    for (Storage* s : order) pool_remove(*s);
+    for (Storage* s : order) pool_add(*s);
   }
 
   // Note [scores]: the policy's score; the lowest is evicted. With kSqrt,
@@ -512,7 +546,8 @@ struct Runtime::Impl final : CandidateSync {
     return h | 1;  // never 0 (0 = no hash)
   }
 
-  [[noreturn]] void verify_failed(const Storage& s) {
+  // `how`: what brought the bytes back ("replay is not bitwise equal").
+  [[noreturn]] void verify_failed(const Storage& s, std::string_view how = "replay is not bitwise equal") {
     std::string trail;
     const Node* n = producer(s);
     for (int depth = 0; n != nullptr && depth < 16; ++depth) {
@@ -521,8 +556,8 @@ struct Runtime::Impl final : CandidateSync {
     }
     std::string message = fmt::format(
         "DTR_VERIFY: rematerialized storage of {} bytes on {} differs from its first computation "
-        "(replay is not bitwise equal); op trail (producer first):{}\nplease report",
-        s.nbytes(), s.device().str(), trail);
+        "({}); op trail (producer first):{}\nplease report",
+        s.nbytes(), s.device().str(), how, trail);
     trace_error("InternalError", message, memory_of(s));
     throw InternalError(std::move(message));
   }
@@ -703,7 +738,12 @@ struct Runtime::Impl final : CandidateSync {
     if (!m.budget) return;
     while (m.stats.resident_bytes + request > *m.budget) {
       const Victim victim = choose_victim(m.pool, m.swap_on ? host_room() : 0);
-      if (victim.s == nullptr) throw_oom(m, request);
+      if (victim.s == nullptr) {
+        // The host's own allocation comes first: a host copy that lineage
+        // can rebuild goes, and its storage is evicted (Note [host tier]).
+        if (m.device.is_cpu() && m.stats.host_tier_bytes > 0 && drop_a_host_copy()) continue;
+        throw_oom(m, request);
+      }
       if (victim.swap && swap_out(*victim.s)) continue;
       if (!replayable(*victim.s)) {
         // The host allocator failed within the cpu budget: the system is out of memory.

@@ -14,6 +14,10 @@ def test_stats_is_a_dict_of_the_runtime_counters():
     assert s["peak_bytes"] >= s["resident_bytes"]
     assert set(s) >= {"evictions", "rematerializations", "recompute_seconds_measured",
                       "metadata_nodes", "live_storages"}
+    # The host tier's counters; the cpu itself has no host link: nothing swaps.
+    assert {"swap_outs", "swap_ins", "swapped_bytes", "swap_bytes_out", "swap_bytes_in",
+            "swap_seconds_estimated", "host_tier_bytes"} <= set(s)
+    assert s["swap_outs"] == 0 and s["host_tier_bytes"] == 0
     assert dtr.memory.stats("cpu") == dtr.memory.stats(dtr.device("cpu"))
     del x
 

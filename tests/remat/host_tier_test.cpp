@@ -91,6 +91,7 @@ struct HostTier : ::testing::Test {
     remat::set_memory_budget(Device(kCPU), std::nullopt);
     rt().set_swap_mode(SwapMode::kAuto);
     rt().set_trace_path("");
+    rt().set_verify(false);
   }
   static remat::Runtime& rt() { return remat::Runtime::global(); }
   // Peak bytes on the device over `steps` unbudgeted steps of a fresh model.
@@ -274,6 +275,54 @@ TEST_F(HostTier, ASwappedResultNoHandleHoldsLeavesHostMemory) {
   rt().reset_stats();
   EXPECT_EQ(g.to_vector<float>(), g0);
   EXPECT_EQ(remat::stats(dev).recomputed_ops, 2);
+}
+
+// The cpu budget covers the host's own tensors and the host tier: when a
+// host allocation finds nothing else to evict, a host copy that lineage can
+// rebuild goes (its storage is evicted), never a constant's.
+TEST_F(HostTier, TheHostsOwnAllocationsDropHostCopiesLineageCanRebuild) {
+  const Tensor x = on(dev, {256, 256}, 0.3);
+  Tensor h = matmul(x, x);
+  const std::vector<float> h0 = h.to_vector<float>();
+  (void)x.to_vector<float>();
+  remat::set_memory_budget(dev, x.storage()->nbytes() + 4096);
+  ASSERT_TRUE(remat::is_swapped(*h.storage()));
+  const int64_t cpu_budget = remat::stats(Device(kCPU)).resident_bytes + (int64_t{64} << 10);
+  remat::set_memory_budget(Device(kCPU), cpu_budget);
+  rt().reset_stats();
+  const Tensor c = full({256, 256}, 2.0);  // 256 KiB on the host: room only without h's copy
+  EXPECT_FALSE(remat::is_swapped(*h.storage()));
+  EXPECT_FALSE(h.storage()->resident());
+  EXPECT_EQ(remat::stats(Device(kCPU)).host_tier_bytes, 0);
+  EXPECT_EQ(remat::stats(dev).evictions, 1);
+  EXPECT_LE(remat::stats(Device(kCPU)).peak_bytes, cpu_budget);
+  remat::set_memory_budget(dev, std::nullopt);
+  EXPECT_EQ(h.to_vector<float>(), h0);  // recomputed from x, bitwise
+  EXPECT_EQ(c.to_vector<float>()[7], 2.0f);
+}
+
+// DTR_VERIFY checks a copy back as it checks a replay: against the hash
+// taken when the storage was first computed.
+TEST_F(HostTier, VerifyChecksWhatComesBackFromHostMemory) {
+  rt().set_verify(true);
+  const Tensor x = on(dev, {256, 256}, 0.3);
+  Tensor h = matmul(x, x);
+  const std::vector<float> h0 = h.to_vector<float>();
+  (void)x.to_vector<float>();
+  remat::set_memory_budget(dev, x.storage()->nbytes() + 4096);
+  ASSERT_TRUE(remat::is_swapped(*h.storage()));
+  remat::set_memory_budget(dev, std::nullopt);
+  EXPECT_EQ(h.to_vector<float>(), h0);  // checked, equal
+  remat::set_memory_budget(dev, x.storage()->nbytes() + 4096);
+  (void)x.to_vector<float>();
+  remat::set_memory_budget(dev, x.storage()->nbytes() + 4096);
+  ASSERT_TRUE(remat::is_swapped(*h.storage()));
+  // Corrupt one byte of the host copy: the copy back is caught.
+  static_cast<unsigned char*>(remat::find_state(*h.storage())->host_data)[100] ^= 1;
+  remat::set_memory_budget(dev, std::nullopt);
+  const std::string msg = testing::error_message<InternalError>([&] { (void)h.to_vector<float>(); });
+  EXPECT_NE(msg.find("its copy back from host memory differs"), std::string::npos) << msg;
+  rt().set_verify(false);
 }
 
 // An in-place write under autograd into an activation that was swapped

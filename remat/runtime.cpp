@@ -304,6 +304,10 @@ struct Runtime::Impl final : CandidateSync {
     void* p = h.budget ? h.alloc->allocate_within(size_t(n), std::max<int64_t>(0, *h.budget - h.stats.resident_bytes - n))
                        : h.alloc->allocate(size_t(n));
     if (p == nullptr) return false;
+    // DTR_VERIFY: a copy back must equal what went out. The bytes now, not
+    // those of the first computation: a constant may have been written in
+    // place since (an optimizer's state).
+    if (verify && !simulated) st(s).verify_hash = hash_bytes(s);
     if (!simulated) {
       const Backend& b = backend(s.device());
       b.copy_to_host(s.device().index, p, s.data(), size_t(n));
@@ -346,8 +350,7 @@ struct Runtime::Impl final : CandidateSync {
     m.stats.swap_bytes_in += n;
     m.stats.swap_seconds_estimated += m.link ? m.link->seconds(double(n)) : 0.0;
     st(s).last_access = clock;
-    if (verify && st(s).verify_hash != 0 && hash_bytes(s) != st(s).verify_hash)
-      verify_failed(s, "its copy back from host memory differs");
+    if (verify && st(s).verify_hash != 0 && hash_bytes(s) != st(s).verify_hash) swap_verify_failed(s);
     debug_rate_limited(debug_limit, "swap in storage {} ({} bytes) on {}", fmt::ptr(&s), n, m.device.str());
     if (trace) {
       const auto t1 = std::chrono::steady_clock::now();
@@ -546,8 +549,15 @@ struct Runtime::Impl final : CandidateSync {
     return h | 1;  // never 0 (0 = no hash)
   }
 
-  // `how`: what brought the bytes back ("replay is not bitwise equal").
-  [[noreturn]] void verify_failed(const Storage& s, std::string_view how = "replay is not bitwise equal") {
+  [[noreturn]] void swap_verify_failed(const Storage& s) {
+    std::string message = fmt::format(
+        "DTR_VERIFY: storage of {} bytes on {} (from {}) copied back from host memory differs from the "
+        "bytes copied out (host tier, Note [host tier])\nplease report",
+        s.nbytes(), s.device().str(), producer(s) ? producer_name(s) : std::string_view("a constant"));
+    trace_error("InternalError", message, memory_of(s));
+    throw InternalError(std::move(message));
+  }
+  [[noreturn]] void verify_failed(const Storage& s) {
     std::string trail;
     const Node* n = producer(s);
     for (int depth = 0; n != nullptr && depth < 16; ++depth) {
@@ -556,8 +566,8 @@ struct Runtime::Impl final : CandidateSync {
     }
     std::string message = fmt::format(
         "DTR_VERIFY: rematerialized storage of {} bytes on {} differs from its first computation "
-        "({}); op trail (producer first):{}\nplease report",
-        s.nbytes(), s.device().str(), how, trail);
+        "(replay is not bitwise equal); op trail (producer first):{}\nplease report",
+        s.nbytes(), s.device().str(), trail);
     trace_error("InternalError", message, memory_of(s));
     throw InternalError(std::move(message));
   }
@@ -680,7 +690,11 @@ struct Runtime::Impl final : CandidateSync {
                          m.stats.host_tier_bytes);
     }
     if (!m.link) return {};
-    if (!m.swap_on) return "\nHost tier: off (DTR_SWAP=off); DTR_SWAP=auto lets constants go to host memory.";
+    if (!m.swap_on) {
+      return fmt::format("\nHost tier: off (DTR_SWAP=off; {} bytes of {} still in host memory until used); "
+                         "DTR_SWAP=auto lets constants go to host memory.",
+                         m.stats.swapped_bytes, m.device.str());
+    }
     const DeviceMemory& h = host_memory();
     return fmt::format(
         "\nHost tier: {} bytes of {} swapped to host memory; host memory holds {} bytes (host tier {} bytes) "
@@ -1239,6 +1253,7 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
     StorageState& os = Impl::st(*o);
     if (reads_borrowed) {
       impl_->pool_remove(*o);
+      os.verify_hash = 0;  // a constant is never replayed; an in-place write left the old hash
       os.constant = true;
       os.producer.reset();
       os.last_access = impl_->clock;
@@ -1272,6 +1287,7 @@ void Runtime::register_constant(Storage& s) {
   impl_->pool_remove(s);
   st.constant = true;
   st.producer.reset();
+  st.verify_hash = 0;  // never replayed; the bytes may differ from the first computation (in-place writes)
   impl_->pool_add(s);  // a constant stays a candidate where the host tier is on
   if (impl_->observer) impl_->observer->on_register_constant(s);
 }

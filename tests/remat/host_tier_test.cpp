@@ -117,7 +117,7 @@ TEST_F(HostTier, TrainsBelowTheNeverEvictableFloorOnlyWithSwapping) {
     rt().set_swap_mode(SwapMode::kOff);
     remat::set_memory_budget(dev, budget);
     const std::string msg = testing::error_message<OutOfMemoryError>([&] { train(*m, 3); });
-    EXPECT_NE(msg.find("Host tier: off (DTR_SWAP=off)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Host tier: off (DTR_SWAP=off;"), std::string::npos) << msg;
     remat::set_memory_budget(dev, std::nullopt);
   }
   rt().set_swap_mode(SwapMode::kAuto);
@@ -321,8 +321,64 @@ TEST_F(HostTier, VerifyChecksWhatComesBackFromHostMemory) {
   static_cast<unsigned char*>(remat::find_state(*h.storage())->host_data)[100] ^= 1;
   remat::set_memory_budget(dev, std::nullopt);
   const std::string msg = testing::error_message<InternalError>([&] { (void)h.to_vector<float>(); });
-  EXPECT_NE(msg.find("its copy back from host memory differs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("copied back from host memory differs from the bytes copied out"), std::string::npos) << msg;
   rt().set_verify(false);
+}
+
+// A constant written in place since its first computation (an optimizer's
+// state: zeros_like, then mul_/add_ under no_grad) is checked against what
+// was copied out, not against its first bytes: DTR_VERIFY holds while an
+// AdamW model trains below its floor, bitwise as without a budget.
+TEST_F(HostTier, VerifyHoldsForConstantsWrittenInPlace) {
+  rt().set_verify(true);
+  const Tensor x = on(dev, {256, 256}, 0.3);
+  Tensor h = matmul(x, x);  // hashed when recorded
+  {
+    NoGradGuard no_grad;
+    h.add_(1.0);  // a constant now, holding matmul + 1
+  }
+  const std::vector<float> h1 = h.to_vector<float>();
+  (void)x.to_vector<float>();
+  remat::set_memory_budget(dev, x.storage()->nbytes() + 4096);
+  ASSERT_TRUE(remat::is_swapped(*h.storage()));
+  remat::set_memory_budget(dev, std::nullopt);
+  EXPECT_EQ(h.to_vector<float>(), h1);
+
+  auto make = [&] { return std::make_unique<DeviceMlp>(dev, 8, 128, 3); };
+  TrainRun reference;
+  const int64_t peak = unbudgeted_peak(make, 3, &reference);
+  auto m = make();
+  remat::set_memory_budget(dev, peak / 2);
+  rt().reset_stats();
+  expect_bitwise(reference, train(*m, 3));
+  EXPECT_GT(remat::stats(dev).swap_ins, 0);
+}
+
+// A two-output op (max over a dim: values and indices) whose values went to
+// host memory and whose indices were evicted: the replay for the indices
+// writes the values into scratch and leaves their host copy alone.
+TEST_F(HostTier, ReplayOfATwoOutputOpWithASwappedSibling) {
+  rt().set_verify(true);
+  const Tensor x = on(dev, {1024, 4096}, 0.013);  // 16 MiB: dear to reduce again
+  auto [v, i] = max(x, 1);                      // 4 KiB of values, 8 KiB of indices
+  const std::vector<float> v0 = v.to_vector<float>();
+  const std::vector<int64_t> i0 = i.to_vector<int64_t>();
+  (void)x.to_vector<float>();  // x is the freshest
+  // The host tier has room for the values, not for the indices.
+  remat::set_memory_budget(Device(kCPU), remat::stats(Device(kCPU)).resident_bytes + 6144);
+  remat::set_memory_budget(dev, remat::stats(dev).resident_bytes - (int64_t{12} << 10) + 512);
+  ASSERT_TRUE(remat::is_swapped(*v.storage()));
+  ASSERT_FALSE(i.storage()->resident());
+  ASSERT_FALSE(remat::is_swapped(*i.storage()));
+  remat::set_memory_budget(dev, std::nullopt);
+  remat::set_memory_budget(Device(kCPU), std::nullopt);
+  rt().reset_stats();
+  EXPECT_EQ(i.to_vector<int64_t>(), i0);
+  EXPECT_EQ(remat::stats(dev).recomputed_ops, 1);
+  EXPECT_TRUE(remat::is_swapped(*v.storage()));
+  EXPECT_EQ(v.to_vector<float>(), v0);
+  EXPECT_EQ(remat::stats(dev).swap_ins, 1);
+  EXPECT_EQ(remat::stats(Device(kCPU)).host_tier_bytes, 0);
 }
 
 // An in-place write under autograd into an activation that was swapped

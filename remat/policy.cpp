@@ -36,7 +36,7 @@ void CandidatePool::fill(Candidate& c, Storage& s) const {
                          : std::numeric_limits<double>::infinity();
   const auto& en = st(s).policy.evicted_neighbours;
   if (en.size() <= size_t(Candidate::kInline)) {
-    c.n_classes = int32_t(en.size());
+    c.n_classes = int16_t(en.size());
     for (size_t i = 0; i < en.size(); ++i) c.classes[i] = en[i].second;
   } else {
     c.n_classes = -1;
@@ -99,6 +99,14 @@ bool evicted(const Storage& s) {
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// EvictionPolicy::restore_cost with the heuristic's own recompute cost
+// called directly (no virtual call per candidate).
+template <typename Recompute>
+double cheaper_way_back(const Candidate& c, Recompute&& recompute) {
+  if (c.swap_seconds <= c.cost) return c.swap_seconds;
+  return std::min(recompute(c), c.swap_seconds);
+}
 
 class LocalPolicy final : public EvictionPolicy {
  public:
@@ -190,9 +198,13 @@ class DtrEqPolicy final : public EvictionPolicy {
 
  public:
   double score(const Candidate& c, int64_t now) override {
-    return (restore_cost(c) + 1e-12) / (bytes(c) * staleness(c, now));
+    return (cheaper_way_back(c, [this](const Candidate& x) { return eq_cost(x); }) + 1e-12) /
+           (bytes(c) * staleness(c, now));
   }
-  double recompute_cost(const Candidate& c) override {
+  double recompute_cost(const Candidate& c) override { return eq_cost(c); }
+
+ private:
+  [[gnu::always_inline]] double eq_cost(const Candidate& c) {
     if (!c.replayable) return kInf;
     double cost = c.cost;
     int32_t roots[Candidate::kInline];
@@ -223,6 +235,7 @@ class DtrEqPolicy final : public EvictionPolicy {
     return cost;
   }
 
+ public:
   void on_evict(Storage& s, CandidateSync& pool) override {
     if (ps(s).remat_class >= 0) return;
     const int32_t id = new_class(local_cost(s));

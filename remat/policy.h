@@ -42,15 +42,17 @@ struct Candidate {
   /// (Note [host tier]): the copy back, plus the copy out where copies do
   /// not overlap compute; +inf where the host tier is off or full.
   double swap_seconds = std::numeric_limits<double>::infinity();
+  /// Classes of the evicted neighbours (dtr_eq), inline; -1: more than
+  /// kInline, read the storage's PolicyState::evicted_neighbours.
+  int16_t n_classes = 0;
   /// Has replayable lineage (else only swapping can free its bytes: a
   /// constant such as a parameter or optimizer state).
   bool replayable = true;
-  /// Classes of the evicted neighbours (dtr_eq), inline; -1: more than
-  /// kInline, read the storage's PolicyState::evicted_neighbours.
-  int32_t n_classes = 0;
   static constexpr int kInline = 3;
   int32_t classes[kInline] = {};
 };
+// A decision scans these: 56 bytes, not 64.
+static_assert(sizeof(Candidate) == 56);
 
 /// Told when the fields a score reads changed for a resident storage, so its
 /// pool entry is copied again (the runtime routes it to the storage's own

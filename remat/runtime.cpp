@@ -429,22 +429,24 @@ struct Runtime::Impl final : CandidateSync {
     Candidate best;
     bool found = false;
     double best_score = 0;
-    auto consider = [&](const Candidate& c) {
-      if (c.nbytes < min_evict_bytes) return;
-      const Candidate* cc = &c;
-      Candidate no_room;
-      if (c.nbytes > host_room && c.swap_seconds != std::numeric_limits<double>::infinity()) {
-        if (!c.replayable) return;
-        no_room = c;
-        no_room.swap_seconds = std::numeric_limits<double>::infinity();
-        cc = &no_room;
-      }
-      const double sc = policy->score(*cc, clock);
+    auto take = [&](const Candidate& c) {
+      const double sc = policy->score(c, clock);
       if (!found || sc < best_score) {
-        best = *cc;
+        best = c;
         found = true;
         best_score = sc;
       }
+    };
+    auto consider = [&](const Candidate& c) {
+      if (c.nbytes < min_evict_bytes) return;
+      if (c.nbytes > host_room && c.swap_seconds != std::numeric_limits<double>::infinity()) [[unlikely]] {
+        if (!c.replayable) return;
+        Candidate no_room = c;
+        no_room.swap_seconds = std::numeric_limits<double>::infinity();
+        take(no_room);
+        return;
+      }
+      take(c);
     };
     const size_t n = pool.size();
     if (sample == SampleMode::kSqrt && n > kMinSample) {
@@ -751,7 +753,8 @@ struct Runtime::Impl final : CandidateSync {
   void make_room(DeviceMemory& m, int64_t request) {
     if (!m.budget) return;
     while (m.stats.resident_bytes + request > *m.budget) {
-      const Victim victim = choose_victim(m.pool, m.swap_on ? host_room() : 0);
+      const Victim victim =
+          choose_victim(m.pool, m.swap_on ? host_room() : std::numeric_limits<int64_t>::max());
       if (victim.s == nullptr) {
         // The host's own allocation comes first: a host copy that lineage
         // can rebuild goes, and its storage is evicted (Note [host tier]).

@@ -94,6 +94,21 @@ struct HostTier : ::testing::Test {
     rt().set_verify(false);
   }
   static remat::Runtime& rt() { return remat::Runtime::global(); }
+  // A 256×256 GEMM output h of a constant x, swapped out: room for one of
+  // the two, and h is the staler (a GEMM is dearer to recompute than to copy).
+  struct SwappedGemm {
+    Tensor x, h;
+    std::vector<float> h0;  // h's values
+  };
+  SwappedGemm swapped_gemm() {
+    SwappedGemm g;
+    g.x = on(dev, {256, 256}, 0.3);
+    g.h = matmul(g.x, g.x);
+    g.h0 = g.h.to_vector<float>();
+    (void)g.x.to_vector<float>();
+    remat::set_memory_budget(dev, g.x.storage()->nbytes() + 4096);
+    return g;
+  }
   // Peak bytes on the device over `steps` unbudgeted steps of a fresh model.
   int64_t unbudgeted_peak(const std::function<std::unique_ptr<DeviceMlp>()>& make, int steps, TrainRun* run) {
     auto m = make();
@@ -281,11 +296,7 @@ TEST_F(HostTier, ASwappedResultNoHandleHoldsLeavesHostMemory) {
 // host allocation finds nothing else to evict, a host copy that lineage can
 // rebuild goes (its storage is evicted), never a constant's.
 TEST_F(HostTier, TheHostsOwnAllocationsDropHostCopiesLineageCanRebuild) {
-  const Tensor x = on(dev, {256, 256}, 0.3);
-  Tensor h = matmul(x, x);
-  const std::vector<float> h0 = h.to_vector<float>();
-  (void)x.to_vector<float>();
-  remat::set_memory_budget(dev, x.storage()->nbytes() + 4096);
+  auto [x, h, h0] = swapped_gemm();
   ASSERT_TRUE(remat::is_swapped(*h.storage()));
   const int64_t cpu_budget = remat::stats(Device(kCPU)).resident_bytes + (int64_t{64} << 10);
   remat::set_memory_budget(Device(kCPU), cpu_budget);
@@ -305,11 +316,7 @@ TEST_F(HostTier, TheHostsOwnAllocationsDropHostCopiesLineageCanRebuild) {
 // taken when the storage was first computed.
 TEST_F(HostTier, VerifyChecksWhatComesBackFromHostMemory) {
   rt().set_verify(true);
-  const Tensor x = on(dev, {256, 256}, 0.3);
-  Tensor h = matmul(x, x);
-  const std::vector<float> h0 = h.to_vector<float>();
-  (void)x.to_vector<float>();
-  remat::set_memory_budget(dev, x.storage()->nbytes() + 4096);
+  auto [x, h, h0] = swapped_gemm();
   ASSERT_TRUE(remat::is_swapped(*h.storage()));
   remat::set_memory_budget(dev, std::nullopt);
   EXPECT_EQ(h.to_vector<float>(), h0);  // checked, equal

@@ -17,6 +17,10 @@ void rethrow_with_context(std::string_view context) {
     throw;
   } catch (const OutOfMemoryError& e) {
     rethrow_as(e, context);
+  } catch (const CollectiveTimeoutError& e) {
+    rethrow_as(e, context);
+  } catch (const DistributedError& e) {
+    rethrow_as(e, context);
   } catch (const DeviceError& e) {
     rethrow_as(e, context);
   } catch (const InternalError& e) {

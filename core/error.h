@@ -44,6 +44,23 @@ class DeviceError : public Error {
  public:
   using Error::Error;
 };
+/// A collective or process group failed: the group is not initialized or was
+/// destroyed, the ranks called different collectives or passed tensors of
+/// different shapes or dtypes, a rank is not a member of the group, or the
+/// communication library reported an error (PyTorch: DistBackendError).
+/// Thrown on every rank that sees the failure, never a hang.
+class DistributedError : public Error {
+ public:
+  using Error::Error;
+};
+/// A collective did not complete within DTR_COLLECTIVE_TIMEOUT: the message
+/// names the op, its sequence number in the group and the ranks that never
+/// joined it. The group is unusable afterwards (every later collective on it
+/// throws DistributedError), as after a NCCL watchdog timeout in PyTorch.
+class CollectiveTimeoutError : public DistributedError {
+ public:
+  using DistributedError::DistributedError;
+};
 /// A broken internal invariant: a bug in dtr, never the user's fault.
 class InternalError : public Error {
  public:

@@ -1,12 +1,15 @@
 #include "eager/optim.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "eager/autograd.h"
+#include "eager/distributed/distributed.h"
 #include "eager/ops.h"
 
 namespace dtr::optim {
@@ -43,19 +46,246 @@ void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.set_grad(Tensor());
 }
 
-StateDict Optimizer::state_dict() const {
+Optimizer::~Optimizer() = default;
+
+// ---- optimizer-state sharding (ZeRO stage 1) -------------------------------------
+
+/// The partition of the parameters over the ranks of a group.
+struct Optimizer::Sharding {
+  /// The parameters of one dtype, in constructor order, as one flat sequence.
+  struct Flat {
+    DType dtype = kFloat32;
+    Device device;
+    std::vector<size_t> params;    // indices into params_
+    std::vector<int64_t> offsets;  // where each starts in the sequence
+    int64_t numel = 0;
+    int64_t shard = 0;  // elements per rank: ceil(numel / world)
+  };
+  std::shared_ptr<distributed::ProcessGroup> group;
+  int rank = 0, world = 1;
+  std::vector<Flat> flats;
+  /// Per parameter: [begin, end) of its elements (flattened) in this rank's
+  /// shard; begin == end when it has none.
+  std::vector<std::pair<int64_t, int64_t>> local;
+};
+
+bool Optimizer::has_buffer(const ParamState& s, const std::string& name) {
+  return std::find(s.buffer_names.begin(), s.buffer_names.end(), name) != s.buffer_names.end();
+}
+
+void Optimizer::add_buffer(ParamState& s, const std::string& name, Tensor t) {
+  if (!has_buffer(s, name)) s.buffer_names.push_back(name);
+  if (t.defined()) s.buffers.insert(name, std::move(t));
+}
+
+void Optimizer::shard_state(bool zero_redundancy, std::shared_ptr<distributed::ProcessGroup> group) {
+  if (!zero_redundancy) return;
+  auto sh = std::make_unique<Sharding>();
+  sh->group = group ? std::move(group) : distributed::world();
+  sh->rank = sh->group->rank();
+  sh->world = sh->group->size();
+  DTR_CHECK(sh->rank >= 0, ValueError, "{}: zero_redundancy over a process group this rank is not a member of",
+            name_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    DTR_CHECK(p.is_contiguous(), ValueError,
+              "{}: zero_redundancy needs contiguous parameters; parameter {} (shape {}) is not", name_, i,
+              shape_str(p.shape()));
+    auto flat = std::find_if(sh->flats.begin(), sh->flats.end(),
+                             [&](const Sharding::Flat& f) { return f.dtype == p.dtype(); });
+    if (flat == sh->flats.end()) {
+      sh->flats.push_back({.dtype = p.dtype(), .device = p.device()});
+      flat = sh->flats.end() - 1;
+    }
+    flat->params.push_back(i);
+    flat->offsets.push_back(flat->numel);
+    flat->numel += p.numel();
+  }
+  sh->local.assign(params_.size(), {0, 0});
+  for (Sharding::Flat& f : sh->flats) {
+    f.shard = (f.numel + sh->world - 1) / sh->world;
+    const int64_t lo = f.shard * sh->rank, hi = std::min(f.numel, lo + f.shard);
+    for (size_t k = 0; k < f.params.size(); ++k) {
+      const int64_t begin = std::max(lo, f.offsets[k]);
+      const int64_t end = std::min(hi, f.offsets[k] + params_[f.params[k]].numel());
+      if (begin < end) sh->local[f.params[k]] = {begin - f.offsets[k], end - f.offsets[k]};
+    }
+  }
+  sharding_ = std::move(sh);
+}
+
+std::shared_ptr<distributed::ProcessGroup> Optimizer::process_group() const {
+  return sharding_ ? sharding_->group : nullptr;
+}
+
+int64_t Optimizer::state_nbytes() const {
+  int64_t bytes = 0;
+  for (const ParamState& s : state_) {
+    for (const auto& [name, buf] : s.buffers) bytes += buf.nbytes();
+  }
+  return bytes;
+}
+
+namespace {
+/// Elements gathered per round of an all-gather: at most 8 MiB land on each
+/// rank at once, whatever the model's size.
+constexpr int64_t kGatherBytes = int64_t(8) << 20;
+
+/// All-gathers the shards of one flat sequence `f`: `local(i)` is this
+/// rank's 1-D piece of parameter i's values (undefined: zeros are sent),
+/// and `sink(i, begin, values)` receives elements [begin, begin + n) of
+/// parameter i (flattened) from the shard of every rank but this one (with
+/// `own`: also this one's).
+template <typename Flat>
+void gather_flat(const Flat& f, int rank, int world, const std::shared_ptr<distributed::ProcessGroup>& group,
+                 const std::vector<Tensor>& params, const std::vector<std::pair<int64_t, int64_t>>& local_range,
+                 const std::function<Tensor(size_t)>& local,
+                 const std::function<void(size_t, int64_t, const Tensor&)>& sink, bool own) {
+  const int64_t S = f.shard;
+  if (S == 0) return;
+  const TensorOptions opts = TensorOptions(f.device).dtype(f.dtype);
+  Tensor shard = zeros({S}, opts);
+  for (size_t k = 0; k < f.params.size(); ++k) {
+    const size_t i = f.params[k];
+    const auto [begin, end] = local_range[i];
+    if (begin == end) continue;
+    const Tensor piece = local(i);
+    const int64_t at = f.offsets[k] + begin - S * rank;
+    if (piece.defined()) shard.slice(0, at, at + (end - begin)).copy_(piece);
+  }
+  const int64_t chunk = std::max<int64_t>(1, kGatherBytes / (int64_t(world) * int64_t(itemsize(f.dtype))));
+  for (int64_t c = 0; c < S; c += chunk) {
+    const int64_t len = std::min(chunk, S - c);
+    const Tensor in = len == S ? shard : shard.slice(0, c, c + len);
+    Tensor out = in;
+    if (world > 1) {
+      out = empty({int64_t(world) * len}, opts);
+      distributed::all_gather_into_tensor(out, in, group);
+    }
+    for (int q = 0; q < world; ++q) {
+      if (q == rank && !own) continue;
+      const int64_t lo = S * q + c, hi = std::min(lo + len, f.numel);
+      for (size_t k = 0; k < f.params.size() && lo < hi; ++k) {
+        const int64_t p_lo = f.offsets[k], p_hi = p_lo + params[f.params[k]].numel();
+        const int64_t a = std::max(lo, p_lo), b = std::min(hi, p_hi);
+        if (a >= b) continue;
+        sink(f.params[k], a - p_lo, out.slice(0, int64_t(q) * len + (a - lo), int64_t(q) * len + (b - lo)));
+      }
+    }
+  }
+}
+}  // namespace
+
+void Optimizer::gather(const std::string& name, int to, StateDict* out) {
+  const Sharding& sh = *sharding_;
+  const bool params = name.empty();
+  for (const Sharding::Flat& f : sh.flats) {
+    // Which parameters of this sequence have the buffer (on some rank).
+    bool any = params;
+    for (size_t i : f.params) any = any || has_buffer(state_[i], name);
+    if (!any) continue;
+    std::vector<Tensor> full(params_.size());
+    const bool receive = params || sh.rank == to;
+    if (!params && receive) {
+      for (size_t i : f.params) {
+        if (has_buffer(state_[i], name)) full[i] = empty(params_[i].shape(), TensorOptions(f.device).dtype(f.dtype));
+      }
+    }
+    gather_flat(
+        f, sh.rank, sh.world, sh.group, params_, sh.local,
+        [&](size_t i) -> Tensor {
+          if (params) return params_[i].reshape({-1}).slice(0, sh.local[i].first, sh.local[i].second);
+          const Tensor* b = state_[i].buffers.find(name);
+          return b != nullptr ? *b : Tensor();
+        },
+        [&](size_t i, int64_t begin, const Tensor& values) {
+          if (!receive) return;
+          Tensor& dst = params ? params_[i] : full[i];
+          if (!dst.defined()) return;
+          dst.reshape({-1}).slice(0, begin, begin + values.numel()).copy_(values);
+        },
+        /*own=*/!params);
+    if (!params && receive) {
+      for (size_t i : f.params) {
+        if (full[i].defined()) out->insert(fmt::format("state.{}.{}", i, name), full[i]);
+      }
+    }
+  }
+}
+
+void Optimizer::step() {
+  check_hyperparameters();
+  NoGradGuard no_grad;
+  if (sharding_ == nullptr) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor g = params_[i].grad();
+      if (g.defined()) update(state_[i], params_[i], g);
+    }
+    return;
+  }
+  consolidated_.reset();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    const auto [begin, end] = sharding_->local[i];
+    if (begin == end) {
+      Tensor none;
+      update(state_[i], none, Tensor());
+      continue;
+    }
+    Tensor piece = params_[i].reshape({-1}).slice(0, begin, end);
+    update(state_[i], piece, g.reshape({-1}).slice(0, begin, end));
+  }
+  gather("", 0, nullptr);
+}
+
+void Optimizer::consolidate_state_dict(int to) {
+  if (sharding_ == nullptr) return;
+  const Sharding& sh = *sharding_;
+  DTR_CHECK(to >= 0 && to < sh.world, ValueError,
+            "{}.consolidate_state_dict: to={} is not a rank of the group (size {})", name_, to, sh.world);
+  NoGradGuard no_grad;
+  consolidated_.reset();
+  // Gathered buffer by buffer, then laid out as the unsharded state_dict.
+  std::vector<std::string> names;
+  for (const ParamState& s : state_) {
+    for (const std::string& n : s.buffer_names) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  }
+  StateDict gathered;
+  for (const std::string& n : names) gather(n, to, &gathered);
+  if (sh.rank != to) return;
+  consolidated_ = layout([&](size_t i, const std::string& name) {
+    return gathered.at(fmt::format("state.{}.{}", i, name));
+  });
+}
+
+StateDict Optimizer::layout(const std::function<Tensor(size_t, const std::string&)>& buffer) const {
   StateDict out;
   for (size_t i = 0; i < state_.size(); ++i) {
     const ParamState& s = state_[i];
     if (counts_steps() && s.step > 0) {
       out.insert(fmt::format("state.{}.step", i), scalar_tensor<int64_t>(s.step));
     }
-    for (const auto& [name, buf] : s.buffers) out.insert(fmt::format("state.{}.{}", i, name), buf.detach());
+    for (const std::string& name : s.buffer_names) out.insert(fmt::format("state.{}.{}", i, name), buffer(i, name));
   }
   for (const auto& [name, value] : hyperparameters()) {
     out.insert("param_groups.0." + name, scalar_tensor<double>(value));
   }
   return out;
+}
+
+StateDict Optimizer::state_dict() const {
+  if (sharding_ == nullptr) {
+    return layout([&](size_t i, const std::string& name) { return state_[i].buffers.at(name).detach(); });
+  }
+  DTR_CHECK(consolidated_.has_value(), ValueError,
+            "{}.state_dict: the state is sharded over {} ranks (zero_redundancy) and has not been "
+            "consolidated on this rank (rank {}) since the last step or load: call "
+            "consolidate_state_dict(to) on every rank, then state_dict() on rank `to`",
+            name_, sharding_->world, sharding_->rank);
+  return *consolidated_;
 }
 
 void Optimizer::load_state_dict(const StateDict& state) {
@@ -116,14 +346,25 @@ void Optimizer::load_state_dict(const StateDict& state) {
     throw;
   }
   NoGradGuard no_grad;
+  consolidated_.reset();
   for (size_t i = 0; i < params_.size(); ++i) {
     ParamState s;
     s.step = next[i].step;
     for (const auto& [name, t] : next[i].buffers) {
+      Tensor src = t;
+      if (sharding_ != nullptr) {
+        // Only this rank's elements of the full buffer.
+        const auto [begin, end] = sharding_->local[i];
+        if (begin == end) {
+          add_buffer(s, name, Tensor());
+          continue;
+        }
+        src = t.reshape({-1}).slice(0, begin, end);
+      }
       // An owned copy in the parameter's dtype (the loaded tensor may be shared).
-      Tensor buf = t.to(params_[i].dtype());
-      buf = buf.impl() == t.impl() ? t.clone() : buf;
-      s.buffers.insert(name, buf);
+      Tensor buf = src.to(params_[i].dtype());
+      buf = buf.impl() == src.impl() ? src.clone() : buf;
+      add_buffer(s, name, buf);
     }
     state_[i] = std::move(s);
   }
@@ -151,31 +392,31 @@ void validate(const SGDOptions& o) {
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), options_(options) {
   validate(options_);
+  shard_state(options_.zero_redundancy, options_.process_group);
 }
 
-void SGD::step() {
-  validate(options_);
-  NoGradGuard no_grad;
+void SGD::update(ParamState& s, Tensor& p, const Tensor& g) {
   const SGDOptions& o = options_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor d = p.grad();
-    if (!d.defined()) continue;
-    if (o.weight_decay != 0) d = add(d, p, o.weight_decay);
-    if (o.momentum != 0) {
-      const Tensor* found = state_[i].buffers.find("momentum_buffer");
-      Tensor buf;
-      if (found == nullptr) {
-        buf = d.clone();
-        state_[i].buffers.insert("momentum_buffer", buf);
-      } else {
-        buf = *found;
-        buf.mul_(o.momentum).add_(d, 1.0 - o.dampening);
-      }
-      d = o.nesterov ? add(d, buf, o.momentum) : buf;
-    }
-    p.add_(d, -o.lr);
+  const bool local = p.defined();  // false: this parameter's elements live on other ranks
+  if (!local) {
+    if (o.momentum != 0) add_buffer(s, "momentum_buffer", Tensor());
+    return;
   }
+  Tensor d = g;
+  if (o.weight_decay != 0) d = add(d, p, o.weight_decay);
+  if (o.momentum != 0) {
+    const Tensor* found = s.buffers.find("momentum_buffer");
+    Tensor buf;
+    if (found == nullptr) {
+      buf = d.clone();
+      add_buffer(s, "momentum_buffer", buf);
+    } else {
+      buf = *found;
+      buf.mul_(o.momentum).add_(d, 1.0 - o.dampening);
+    }
+    d = o.nesterov ? add(d, buf, o.momentum) : buf;
+  }
+  p.add_(d, -o.lr);
 }
 
 std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
@@ -211,44 +452,41 @@ void validate(const AdamWOptions& o) {
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
     : Optimizer(std::move(params), "AdamW"), options_(options) {
   validate(options_);
+  shard_state(options_.zero_redundancy, options_.process_group);
 }
 
-void AdamW::step() {
-  validate(options_);
-  NoGradGuard no_grad;
+void AdamW::update(ParamState& s, Tensor& p, const Tensor& g) {
   const AdamWOptions& o = options_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    ParamState& s = state_[i];
-    if (!s.buffers.contains("exp_avg")) {
-      s.buffers.insert("exp_avg", zeros_like(p));
-      s.buffers.insert("exp_avg_sq", zeros_like(p));
-    }
-    if (o.amsgrad && !s.buffers.contains("max_exp_avg_sq")) s.buffers.insert("max_exp_avg_sq", zeros_like(p));
-    Tensor exp_avg = s.buffers.at("exp_avg");
-    Tensor exp_avg_sq = s.buffers.at("exp_avg_sq");
-    s.step += 1;
-
-    p.mul_(1.0 - o.lr * o.weight_decay);  // decoupled weight decay
-    exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
-    exp_avg_sq.mul_(o.beta2).add_(mul(g, g), 1.0 - o.beta2);
-
-    const double bias_correction1 = 1.0 - std::pow(o.beta1, double(s.step));
-    const double bias_correction2 = 1.0 - std::pow(o.beta2, double(s.step));
-    const double step_size = o.lr / bias_correction1;
-    const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-    Tensor second = exp_avg_sq;
-    if (o.amsgrad) {
-      Tensor max_sq = s.buffers.at("max_exp_avg_sq");
-      max_sq.copy_(maximum(max_sq, exp_avg_sq));
-      second = max_sq;
-    }
-    Tensor denom = sqrt(second);  // the one fresh temporary besides the quotient
-    denom.div_(bias_correction2_sqrt).add_(o.eps);
-    p.add_(div(exp_avg, denom), -step_size);
+  const bool local = p.defined();  // false: this parameter's elements live on other ranks
+  if (!has_buffer(s, "exp_avg")) {
+    add_buffer(s, "exp_avg", local ? zeros_like(p) : Tensor());
+    add_buffer(s, "exp_avg_sq", local ? zeros_like(p) : Tensor());
   }
+  if (o.amsgrad && !has_buffer(s, "max_exp_avg_sq")) {
+    add_buffer(s, "max_exp_avg_sq", local ? zeros_like(p) : Tensor());
+  }
+  s.step += 1;
+  if (!local) return;
+  Tensor exp_avg = s.buffers.at("exp_avg");
+  Tensor exp_avg_sq = s.buffers.at("exp_avg_sq");
+
+  p.mul_(1.0 - o.lr * o.weight_decay);  // decoupled weight decay
+  exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+  exp_avg_sq.mul_(o.beta2).add_(mul(g, g), 1.0 - o.beta2);
+
+  const double bias_correction1 = 1.0 - std::pow(o.beta1, double(s.step));
+  const double bias_correction2 = 1.0 - std::pow(o.beta2, double(s.step));
+  const double step_size = o.lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  Tensor second = exp_avg_sq;
+  if (o.amsgrad) {
+    Tensor max_sq = s.buffers.at("max_exp_avg_sq");
+    max_sq.copy_(maximum(max_sq, exp_avg_sq));
+    second = max_sq;
+  }
+  Tensor denom = sqrt(second);  // the one fresh temporary besides the quotient
+  denom.div_(bias_correction2_sqrt).add_(o.eps);
+  p.add_(div(exp_avg, denom), -step_size);
 }
 
 std::vector<std::pair<std::string, double>> AdamW::hyperparameters() const {

@@ -7,14 +7,41 @@
 //
 //   dtr::optim::AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
 //   opt.zero_grad(); loss.backward(); opt.step();
+//
+// Optimizer-state sharding (ZeRO stage 1, PyTorch's
+// torch.distributed.optim.ZeroRedundancyOptimizer) is an option of both:
+//
+//   dtr::optim::AdamW opt(ddp.parameters(), {.lr = 3e-4, .zero_redundancy = true});
+//
+// The parameters, in constructor order, are one flat sequence of elements per
+// dtype, cut into `world` contiguous shards of ceil(numel / world) elements;
+// rank r allocates state (momentum, exp_avg, ...) only for the elements of
+// shard r, updates only those elements of the parameters from the full
+// (already all-reduced) gradients, then the shards are all-gathered
+// (distributed::all_gather_into_tensor, in rounds of at most 8 MiB gathered)
+// so every rank holds every parameter again. The formulas are elementwise,
+// so the parameters and state are bitwise those of the unsharded optimizer.
+// The state is a constant of the remat runtime, never evictable: sharding it
+// lowers the floor under every budget by (world−1)/world of the state.
+// Checkpoints: consolidate_state_dict(to) on every rank, then state_dict()
+// on rank `to` gives the full state in exactly the unsharded layout, which
+// loads into an optimizer of any sharding, or none.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "eager/nn/state_dict.h"
 #include "eager/tensor.h"
+
+namespace dtr::distributed {
+class ProcessGroup;
+}  // namespace dtr::distributed
 
 namespace dtr::optim {
 
@@ -23,13 +50,17 @@ namespace dtr::optim {
 class Optimizer {
  public:
   Optimizer(std::vector<Tensor> params, std::string name);
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   /// One update of every parameter that has a grad; parameters whose grad
-  /// is undefined are skipped (and keep their state), like PyTorch.
-  virtual void step() = 0;
+  /// is undefined are skipped (and keep their state), like PyTorch. Sharded
+  /// (zero_redundancy), it is a collective: every rank of the group calls
+  /// it, with the same gradients defined (DDP makes them so), and it ends
+  /// with the all-gather of the parameters. Throws ValueError for invalid
+  /// hyperparameters, DistributedError when the gather fails.
+  virtual void step();
   /// Sets every parameter's grad to undefined (zero_grad(set_to_none=True)).
   void zero_grad();
 
@@ -39,12 +70,36 @@ class Optimizer {
   ///   "param_groups.0.<hp>" float64 hyperparameters (lr, betas, ...)
   /// Parameter i is the i-th tensor given to the constructor (PyTorch numbers
   /// parameters the same way). Buffers are detached handles, not copies.
+  /// Sharded, the full state exists only after consolidate_state_dict(to):
+  /// on rank `to` this returns it (owned copies, in the layout above, equal
+  /// bitwise to the unsharded optimizer's), on any other rank, or before
+  /// consolidating, or after a step or load since, it throws ValueError
+  /// (ZeroRedundancyOptimizer.state_dict's RuntimeError).
   StateDict state_dict() const;
   /// Restores what state_dict() returned (buffers are copied). Throws
   /// ValueError naming the key for an unknown or missing key, a parameter
   /// index out of range, or a buffer whose shape differs from its parameter's;
-  /// on error nothing changes.
+  /// on error nothing changes. Sharded, the dict is the full state (from any
+  /// world size, sharded or not) and each rank keeps the elements of its own
+  /// shard; no collective runs.
   void load_state_dict(const StateDict& state);
+
+  /// ZeroRedundancyOptimizer.consolidate_state_dict(to): gathers the sharded
+  /// state onto rank `to` of the group for the next state_dict() there. A
+  /// collective: every rank calls it. Unsharded it does nothing. Throws
+  /// ValueError when `to` is not a rank of the group, DistributedError when
+  /// the gather fails.
+  void consolidate_state_dict(int to = 0);
+
+  /// Whether the state is sharded over a process group (the option
+  /// zero_redundancy of SGDOptions / AdamWOptions).
+  bool zero_redundancy() const { return sharding_ != nullptr; }
+  /// The group the state is sharded over; null when unsharded.
+  std::shared_ptr<distributed::ProcessGroup> process_group() const;
+  /// Bytes of the state tensors this rank holds (momentum, exp_avg, ...; not
+  /// the parameters or gradients): about 1/world of the unsharded figure
+  /// when sharded.
+  int64_t state_nbytes() const;
 
   const std::vector<Tensor>& params() const { return params_; }
   /// The learning rate, for schedulers (param_groups[0]["lr"]).
@@ -54,8 +109,27 @@ class Optimizer {
  protected:
   struct ParamState {
     int64_t step = 0;
-    StateDict buffers;  // e.g. "exp_avg" → tensor shaped like the parameter
+    // e.g. "exp_avg" → tensor shaped like the parameter; sharded, a 1-D
+    // tensor over this rank's elements of it, absent when it has none.
+    StateDict buffers;
+    // Every buffer the parameter has, in creation order, on every rank
+    // (also those whose elements live on other ranks).
+    std::vector<std::string> buffer_names;
   };
+  /// One update of parameter `p` (the whole parameter, or sharded a 1-D view
+  /// of this rank's elements of it) from gradient `g` (alike), with state
+  /// `s`. Called for every parameter with a defined grad; sharded, with `p`
+  /// and `g` undefined for a parameter this rank holds no element of, where
+  /// it only keeps the bookkeeping (step counts, buffer names).
+  virtual void update(ParamState& s, Tensor& p, const Tensor& g) = 0;
+  /// Whether `s` has buffer `name` (on some rank).
+  static bool has_buffer(const ParamState& s, const std::string& name);
+  /// Adds buffer `name` to `s` with value `t` (undefined: on other ranks).
+  static void add_buffer(ParamState& s, const std::string& name, Tensor t);
+  /// Shards the state over `group` (null: the world) when `zero_redundancy`;
+  /// called by the subclass's constructor. Throws DistributedError when no
+  /// process group is initialized, ValueError for a non-contiguous parameter.
+  void shard_state(bool zero_redundancy, std::shared_ptr<distributed::ProcessGroup> group);
   /// (name, value) of every hyperparameter, in a fixed order.
   virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
   virtual void set_hyperparameter(const std::string& name, double value) = 0;
@@ -67,6 +141,17 @@ class Optimizer {
   std::string name_;
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;
+
+ private:
+  struct Sharding;
+  /// All-gathers buffer `name` of every shard into full tensors, inserted
+  /// into `*out` as "state.<i>.<name>" on rank `to`; with `name` empty, the
+  /// parameters into themselves on every rank. A collective.
+  void gather(const std::string& name, int to, StateDict* out);
+  /// The state_dict layout with `buffer(i, name)` as "state.<i>.<name>".
+  StateDict layout(const std::function<Tensor(size_t, const std::string&)>& buffer) const;
+  std::unique_ptr<Sharding> sharding_;
+  std::optional<StateDict> consolidated_;  // rank `to`'s, after consolidate_state_dict
 };
 
 struct SGDOptions {
@@ -75,6 +160,14 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  /// Optimizer-state sharding, ZeRO stage 1
+  /// (torch.distributed.optim.ZeroRedundancyOptimizer): each rank of
+  /// `process_group` keeps the state of its shard only (see the top of this
+  /// file). Read at construction. Not a hyperparameter: state dicts are alike
+  /// with and without it.
+  bool zero_redundancy = false;
+  /// The group the state is sharded over; null: distributed::world().
+  std::shared_ptr<distributed::ProcessGroup> process_group;
 };
 
 /// torch.optim.SGD (maximize=False, foreach=False):
@@ -87,12 +180,12 @@ struct SGDOptions {
 class SGD final : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);
-  void step() override;
   double lr() const override { return options_.lr; }
   void set_lr(double lr) override { options_.lr = lr; }
   SGDOptions& options() { return options_; }
 
  private:
+  void update(ParamState& s, Tensor& p, const Tensor& g) override;
   std::vector<std::pair<std::string, double>> hyperparameters() const override;
   void set_hyperparameter(const std::string& name, double value) override;
   void check_hyperparameters() const override;
@@ -106,6 +199,14 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 1e-2;
   bool amsgrad = false;
+  /// Optimizer-state sharding, ZeRO stage 1
+  /// (torch.distributed.optim.ZeroRedundancyOptimizer): each rank of
+  /// `process_group` keeps the state of its shard only (see the top of this
+  /// file). Read at construction. Not a hyperparameter: state dicts are alike
+  /// with and without it.
+  bool zero_redundancy = false;
+  /// The group the state is sharded over; null: distributed::world().
+  std::shared_ptr<distributed::ProcessGroup> process_group;
 };
 
 /// torch.optim.AdamW (maximize=False, foreach=False), per parameter:
@@ -117,12 +218,12 @@ struct AdamWOptions {
 class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  void step() override;
   double lr() const override { return options_.lr; }
   void set_lr(double lr) override { options_.lr = lr; }
   AdamWOptions& options() { return options_; }
 
  private:
+  void update(ParamState& s, Tensor& p, const Tensor& g) override;
   std::vector<std::pair<std::string, double>> hyperparameters() const override;
   void set_hyperparameter(const std::string& name, double value) override;
   void check_hyperparameters() const override;

@@ -14,6 +14,7 @@
 #include "eager/autocast.h"
 #include "eager/autograd.h"
 #include "eager/checkpoint.h"
+#include "eager/data.h"
 #include "eager/dispatch.h"
 #include "eager/dlpack.h"
 #include "eager/ops.h"

@@ -28,9 +28,25 @@
 // read a checkpoint (weights, optimizer state, step, generator state) in
 // safetensors form; a resumed run continues bitwise as if uninterrupted.
 //
+// Data-parallel: under `mpirun -np N`, --distributed mpi starts a process
+// group of N ranks (nccl: one GPU per rank, where the build has NCCL and a
+// GPU is present). --batch-size is the global batch: every rank draws the
+// same B window offsets, and a dtr::data::DistributedSampler over them gives
+// rank r the windows r, r + N, r + 2N, ... (B/N each). Gradients are
+// averaged over the ranks after backward, so every rank takes the same step
+// and holds bitwise the same parameters; dropout draws from a key of its own
+// on each rank (rank 0's is the single-process key). Only rank 0 prints,
+// evaluates, samples and writes --save; the logged training loss is the
+// mean over the ranks. --zero shards the AdamW state over the ranks (ZeRO
+// stage 1, optim's zero_redundancy). --budget-fraction applies per rank,
+// to each rank's own measured peak. A checkpoint holds the full state
+// whatever the world size, so it resumes with any number of ranks, or in one
+// process without --distributed; a single-process run is bitwise what it was.
+//
 //   ./build/examples/train_gpt --budget-fraction 0.5
 //   ./build/examples/train_gpt --plan --plan-svg plan.svg
 //   ./build/examples/train_gpt --budget-fraction auto --max-slowdown 1.25
+//   mpirun -np 2 ./build/examples/train_gpt --distributed mpi --zero --save gpt.safetensors
 //   ./build/examples/train_gpt --help
 #include <sys/stat.h>
 
@@ -48,6 +64,7 @@
 #include <dtr/dtr.h>
 
 #include "common.h"
+#include "eager/distributed/distributed.h"
 
 namespace {
 
@@ -91,6 +108,15 @@ struct Config {
   examples::BudgetFlag budget_fraction;
   examples::PlanFlags plan;
   std::string save, resume;
+  // data parallelism
+  std::string distributed;  // "", "mpi" or "nccl"
+  bool zero = false;        // shard the optimizer state over the ranks
+};
+
+/// This process's place in a data-parallel job (rank 0 of 1 without --distributed).
+struct Ranks {
+  int rank = 0, world = 1;
+  bool lead() const { return rank == 0; }
 };
 
 // ---- data ----------------------------------------------------------------------
@@ -159,10 +185,16 @@ Batch make_batch(const Split& split, const std::vector<int64_t>& offsets, int64_
   return {dtr::from_vector(x, {B, T}), dtr::from_vector(y, {B, T})};
 }
 
-/// B windows at offsets drawn from dtr's generator.
-Batch sample_batch(const Split& split, int64_t B, int64_t T) {
-  const Tensor offsets = dtr::randint(0, split.size - T, {B});
-  return make_batch(split, offsets.to_vector<int64_t>(), T);
+/// This rank's windows of a batch of B drawn from dtr's generator: every
+/// rank draws the same B offsets, and the sampler picks this rank's B/world
+/// of them (all B, in order, on one rank).
+Batch sample_batch(const Split& split, int64_t B, int64_t T, const Ranks& ranks) {
+  const std::vector<int64_t> offsets = dtr::randint(0, split.size - T, {B}).to_vector<int64_t>();
+  const dtr::data::DistributedSampler sampler(
+      B, {.num_replicas = ranks.world, .rank = ranks.rank, .shuffle = false, .drop_last = true});
+  std::vector<int64_t> mine;
+  for (const int64_t i : sampler.indices()) mine.push_back(offsets[size_t(i)]);
+  return make_batch(split, mine, T);
 }
 
 // ---- model ----------------------------------------------------------------------
@@ -294,34 +326,81 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
 }
 
 struct Trainer {
+  Ranks ranks;
   std::shared_ptr<Gpt> model;
   std::unique_ptr<dtr::optim::AdamW> opt;
 };
 
-/// A fresh model and optimizer from the seed: the same weights every time.
-Trainer build(const Config& c) {
+/// A fresh model and optimizer from the seed: the same weights every time
+/// (on every rank). With --zero the optimizer state is sharded over the ranks.
+Trainer build(const Config& c, const Ranks& ranks) {
   dtr::manual_seed(uint64_t(c.seed));
   Trainer t;
+  t.ranks = ranks;
   t.model = std::make_shared<Gpt>(c);
   t.opt = std::make_unique<dtr::optim::AdamW>(
-      t.model->parameters(), dtr::optim::AdamWOptions{.lr = c.lr, .beta1 = 0.9, .beta2 = 0.95,
-                                                      .weight_decay = c.weight_decay});
+      t.model->parameters(),
+      dtr::optim::AdamWOptions{.lr = c.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = c.weight_decay,
+                               .zero_redundancy = c.zero});
   return t;
 }
 
-/// One optimizer step at `step`; returns the loss.
+/// Averages every gradient over the ranks (what DistributedDataParallel
+/// does in buckets during backward): the mean of the ranks' shard means is
+/// the mean over the global batch, the same on every rank.
+void average_gradients(const Trainer& t) {
+  if (t.ranks.world == 1) return;
+  for (const Tensor& p : t.opt->params()) {
+    Tensor g = p.grad();
+    if (g.defined()) dtr::distributed::all_reduce(g, dtr::distributed::ReduceOp::kMean);
+  }
+}
+
+/// The mean of `value` over the ranks (itself on one rank).
+double mean_over_ranks(const Ranks& ranks, double value) {
+  if (ranks.world == 1) return value;
+  Tensor v = dtr::from_vector(std::vector<double>{value});
+  dtr::distributed::all_reduce(v, dtr::distributed::ReduceOp::kMean);
+  return v.item<double>();
+}
+
+/// Rank r > 0 draws its dropout masks under a key of its own, so the ranks'
+/// shards do not share masks; every rank draws as many numbers, so the
+/// generator's offset, and the state checkpoints save, stay alike on all.
+/// Rank 0 keeps the generator's key: one rank draws what a single process does.
+class RankDropoutKey {
+ public:
+  explicit RankDropoutKey(const Ranks& ranks) : shared_(dtr::get_rng_state()) {
+    if (ranks.rank > 0) {
+      dtr::set_rng_state({shared_.seed + 0x9E3779B97F4A7C15ull * uint64_t(ranks.rank), shared_.offset});
+    }
+  }
+  ~RankDropoutKey() { dtr::set_rng_state({shared_.seed, dtr::get_rng_state().offset}); }
+  RankDropoutKey(const RankDropoutKey&) = delete;
+  RankDropoutKey& operator=(const RankDropoutKey&) = delete;
+
+ private:
+  dtr::RngState shared_;
+};
+
+/// One optimizer step at `step`; returns the loss (the mean over the ranks).
 double train_step(const Config& c, Trainer& t, const Split& train, int64_t step) {
   t.opt->set_lr(lr_at(c, step));
-  const Batch b = sample_batch(train, c.batch_size, c.seq_len);
-  const Tensor loss = loss_of(*t.model, b);
-  const double value = loss.item<double>();
-  loss.backward();
+  const Batch b = sample_batch(train, c.batch_size, c.seq_len, t.ranks);
+  double value = 0;
+  {
+    const RankDropoutKey key(t.ranks);
+    const Tensor loss = loss_of(*t.model, b);
+    value = loss.item<double>();
+    loss.backward();
+  }
+  average_gradients(t);
   clip_grad_norm(t.opt->params(), c.grad_clip);
   t.opt->step();
   // Gradients are dropped as soon as they are used, not at the next step:
   // their memory (and the lineage they hold) is free for evaluation.
   t.opt->zero_grad();
-  return value;
+  return mean_over_ranks(t.ranks, value);
 }
 
 /// Mean loss over `batches` batches of fixed windows spread evenly over the
@@ -388,8 +467,12 @@ std::map<std::string, std::string> checkpoint_metadata(const Config& c) {
 }
 
 /// Weights ("model.*"), optimizer state ("optimizer.*"), the number of steps
-/// done and the generator state ("trainer.*").
+/// done and the generator state ("trainer.*"), written by rank 0. Every rank
+/// calls it: a sharded optimizer state is first gathered onto rank 0, so the
+/// file holds the full state in the unsharded layout, whatever the world size.
 void save_checkpoint(const Config& c, const Trainer& t, int64_t step, const std::string& path) {
+  if (t.opt->zero_redundancy()) t.opt->consolidate_state_dict(0);
+  if (!t.ranks.lead()) return;
   dtr::StateDict all;
   for (const auto& [name, tensor] : t.model->state_dict()) all.insert("model." + name, tensor);
   for (const auto& [name, tensor] : t.opt->state_dict()) all.insert("optimizer." + name, tensor);
@@ -397,8 +480,10 @@ void save_checkpoint(const Config& c, const Trainer& t, int64_t step, const std:
   all.insert("trainer.step", dtr::from_vector(std::vector<int64_t>{step}));
   all.insert("trainer.rng", dtr::from_vector(std::vector<int64_t>{int64_t(rng.seed),
                                                                  int64_t(rng.offset)}));
+  std::map<std::string, std::string> meta = checkpoint_metadata(c);
+  meta["world_size"] = std::to_string(t.ranks.world);  // for the record; any world size resumes
   try {
-    dtr::save(path, all, checkpoint_metadata(c));
+    dtr::save(path, all, meta);
   } catch (const dtr::Error& e) {
     throw DataError(strprintf("cannot save the checkpoint: %s", e.what()));
   }
@@ -489,7 +574,11 @@ Config parse_flags(int argc, char** argv, bool* help) {
   flags.add("temperature", &c.temperature, "sampling temperature of the generated text");
   examples::add_budget_flags(flags, &c.budget_fraction, &c.plan);
   flags.add("save", &c.save, "write a checkpoint here at the end");
-  flags.add("resume", &c.resume, "continue from this checkpoint");
+  flags.add("resume", &c.resume, "continue from this checkpoint (written with any number of ranks)");
+  flags.add("distributed", &c.distributed,
+            "data-parallel over the ranks of mpirun: mpi (CPU) or nccl (GPUs); empty: one process");
+  flags.add("zero", &c.zero,
+            "with --distributed: shard the optimizer state over the ranks (ZeRO stage 1)");
   *help = !flags.parse(argc, argv);
   if (*help) return c;
 
@@ -518,7 +607,36 @@ Config parse_flags(int argc, char** argv, bool* help) {
   require(c.temperature > 0, "--temperature must be positive");
   examples::check_budget_flags(c.budget_fraction, c.plan);
   examples::check_device(c.device);
+  require(c.distributed.empty() || c.distributed == "mpi" || c.distributed == "nccl",
+          "--distributed must be mpi or nccl, got '" + c.distributed + "'");
+  require(!c.zero || !c.distributed.empty(), "--zero needs --distributed (it shards over the ranks)");
   return c;
+}
+
+/// Starts the process group of --distributed (every rank of mpirun runs
+/// this); ranks other than 0 print nothing on stdout from here on.
+Ranks start_ranks(const Config& c) {
+  Ranks ranks;
+  if (c.distributed.empty()) return ranks;
+  try {
+    dtr::distributed::init_process_group(c.distributed);
+  } catch (const dtr::Error& e) {
+    throw DataError(strprintf("--distributed %s: %s", c.distributed.c_str(), e.what()));
+  }
+  ranks.rank = dtr::distributed::get_rank();
+  ranks.world = dtr::distributed::get_world_size();
+  if (c.distributed == "nccl") {
+    throw dtr::NotImplementedError(
+        "--distributed nccl: NCCL moves CUDA tensors and train_gpt runs on --device cpu in this "
+        "build (no CUDA backend); use --distributed mpi");
+  }
+  if (!ranks.lead() && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    throw DataError("cannot silence the standard output of rank " + std::to_string(ranks.rank));
+  }
+  examples::require(c.batch_size % ranks.world == 0,
+                    strprintf("--batch-size (%lld) must be a multiple of the number of ranks (%d)",
+                              static_cast<long long>(c.batch_size), ranks.world));
+  return ranks;
 }
 
 int run(int argc, char** argv) {
@@ -526,6 +644,7 @@ int run(int argc, char** argv) {
   const Config c = parse_flags(argc, argv, &help);
   if (help) return examples::kExitOk;
   if (c.threads > 0) dtr::set_num_threads(int(c.threads));
+  const Ranks ranks = start_ranks(c);
 
   if (!c.save.empty()) examples::check_writable(c.save, "--save");
   const std::string text = load_text(c.data);
@@ -541,7 +660,7 @@ int run(int argc, char** argv) {
 
   // --plan and --budget-fraction measure steps 1, 2, ... of a throw-away model.
   const examples::StepMaker make_step = [&] {
-    auto probe = std::make_shared<Trainer>(build(c));
+    auto probe = std::make_shared<Trainer>(build(c, ranks));
     return std::function<void()>([&c, &train, probe, step = int64_t(0)]() mutable {
       train_step(c, *probe, train, ++step);
     });
@@ -550,7 +669,7 @@ int run(int argc, char** argv) {
   const examples::BudgetPlan plan =
       examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
 
-  Trainer t = build(c);
+  Trainer t = build(c, ranks);
   int64_t n_params = 0;
   for (const Tensor& p : t.model->parameters()) n_params += p.numel();
   int64_t first = 1;
@@ -572,6 +691,12 @@ int run(int argc, char** argv) {
               c.grad_clip, c.dropout, c.attn_dropout, static_cast<long long>(c.seed));
   if (!c.resume.empty()) std::printf("resumed from %s after step %lld\n", c.resume.c_str(),
                                      static_cast<long long>(first - 1));
+  if (!c.distributed.empty()) {
+    std::printf("distributed: %s, %d ranks, %lld windows per rank, gradients averaged over the "
+                "ranks, optimizer state %s; memory figures are rank 0's\n",
+                c.distributed.c_str(), ranks.world, static_cast<long long>(c.batch_size / ranks.world),
+                c.zero ? "sharded over the ranks (ZeRO stage 1)" : "replicated");
+  }
   std::printf("%s\n", examples::budget_line(plan).c_str());
   std::fflush(stdout);
 
@@ -601,7 +726,7 @@ int run(int argc, char** argv) {
       const dtr::remat::Stats now = run_stats.total();
       std::string line = strprintf("step %5lld/%lld | loss %.9g", static_cast<long long>(step),
                                    static_cast<long long>(c.steps), loss_sum / double(interval_steps));
-      if (eval_now) {
+      if (eval_now && ranks.lead()) {
         last_val = evaluate(c, *t.model, val);
         line += strprintf(" | val %.9g", last_val);
       }
@@ -621,6 +746,14 @@ int run(int argc, char** argv) {
     std::printf("saved checkpoint %s (step %lld)\n", c.save.c_str(), static_cast<long long>(done));
   }
   const dtr::remat::Stats stats = run_stats.total();
+  if (c.zero) {
+    std::printf("optimizer state on rank 0: %s (sharded over %d rank(s))\n",
+                examples::mib(t.opt->state_nbytes()).c_str(), ranks.world);
+  }
+  if (!ranks.lead()) {
+    dtr::distributed::destroy_process_group();
+    return examples::kExitOk;
+  }
   if (std::isnan(last_val)) last_val = evaluate(c, *t.model, val);
   std::printf("validation loss %.4f (%.3f bits per byte) after step %lld", last_val,
               last_val / std::log(2.0), static_cast<long long>(done));
@@ -634,6 +767,7 @@ int run(int argc, char** argv) {
   }
   std::printf("%s\n", examples::stats_line(stats, plan, train_seconds).c_str());
   std::printf("%s\n", examples::summary_line(stats, plan, train_seconds).c_str());
+  if (!c.distributed.empty()) dtr::distributed::destroy_process_group();
   return examples::kExitOk;
 }
 

@@ -259,6 +259,10 @@ TEST_F(TrainGpt, BadInputEndsWithAMessage) {
       {{"--resume", garbage}, 1, "cannot resume"},
       {{"--save", "/nonexistent/dir/x.safetensors"}, 1, "directory /nonexistent/dir does not exist"},
       {{"--resume", ckpt, "--layers", "3"}, 1, "--layers 2, this run has --layers 3"},
+      {{"--distributed", "gloo"}, 2, "--distributed must be mpi or nccl, got 'gloo'"},
+      {{"--zero"}, 2, "--zero needs --distributed"},
+      // Without a GPU (or NCCL in the build) a typed error, not a crash.
+      {{"--distributed", "nccl"}, 1, "--distributed nccl: "},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = tiny({"--steps", "2"});
@@ -277,6 +281,98 @@ TEST_F(TrainGpt, BadInputEndsWithAMessage) {
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_TRUE(contains(help.out, "--budget-fraction")) << help.out;
   EXPECT_TRUE(contains(help.out, "--plan")) << help.out;
+}
+
+/// mpirun, when the mpi backend was built and CMake found it (DTR_MPIEXEC).
+std::optional<std::string> mpirun() {
+#ifdef DTR_MPIEXEC
+  if (access(DTR_MPIEXEC, X_OK) == 0) return std::string(DTR_MPIEXEC);
+#endif
+  return std::nullopt;
+}
+
+/// `mpirun -np n exe args...` as ctest runs the mpi tests.
+Output run_ranks(int n, const fs::path& exe, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+                                  "--mca", "btl", "self,vader", "-np", std::to_string(n), exe.string()};
+  all.insert(all.end(), args.begin(), args.end());
+  return run(*mpirun(), all, std::nullopt, {{"OMP_NUM_THREADS", "1"}, {"DTR_COLLECTIVE_TIMEOUT", "60"}});
+}
+
+/// The training loss of every logged step, as a number.
+std::map<int, double> loss_values(const std::string& out) {
+  std::map<int, double> m;
+  for (const auto& [step, text] : losses(out)) m[step] = std::atof(field(text, "loss").c_str());
+  return m;
+}
+
+TEST_F(TrainGpt, TwoRanksUnderMpirunTrainLikeOneAndCheckpointsResumeOnAnotherWorldSize) {
+  if (!mpirun()) GTEST_SKIP() << "mpirun was not found at configure time (or the mpi backend not built)";
+  TempDir tmp;
+  const std::string from_two = (tmp.path / "two.safetensors").string();
+  const std::string from_one = (tmp.path / "one.safetensors").string();
+  // No dropout: one rank with the batch of 8 and two with 4 each then
+  // differ only in the order of the gradient sums (float tolerance).
+  auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = tiny({"--steps", "6", "--dropout", "0", "--attn-dropout", "0"});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const Output zero = run_ranks(2, *exe_, args({"--distributed", "mpi", "--zero", "--stop-after", "3",
+                                                "--save", from_two}));
+  ASSERT_EQ(zero.exit_code, 0) << zero.all();
+  // Rank 0 alone logs: each step once, the save once.
+  const auto z = losses(zero.out);
+  ASSERT_EQ(z.size(), 3u) << zero.out;
+  size_t step1 = 0, saved = 0;
+  for (const std::string& line : lines_of(zero.out)) {
+    step1 += line.rfind("step     1/", 0) == 0;
+    saved += line.rfind("saved checkpoint", 0) == 0;
+  }
+  EXPECT_EQ(step1, 1u) << zero.out;
+  EXPECT_EQ(saved, 1u) << zero.out;
+  EXPECT_TRUE(contains(zero.out, "distributed: mpi, 2 ranks, 4 windows per rank")) << zero.out;
+  EXPECT_TRUE(contains(zero.out, "sharded over the ranks")) << zero.out;
+  ASSERT_TRUE(fs::exists(from_two));
+
+  // Sharding the optimizer state changes no bit; the same job twice neither.
+  const Output replicated = run_ranks(2, *exe_, args({"--distributed", "mpi", "--stop-after", "3"}));
+  ASSERT_EQ(replicated.exit_code, 0) << replicated.all();
+  EXPECT_EQ(losses(replicated.out), z);
+
+  // One process straight through, for reference.
+  const Output straight = run(*exe_, args({}));
+  ASSERT_EQ(straight.exit_code, 0) << straight.all();
+  const auto s = loss_values(straight.out);
+  ASSERT_EQ(s.size(), 6u) << straight.out;
+
+  // The 2-rank checkpoint resumes in one process without --distributed ...
+  const Output resumed = run(*exe_, args({"--resume", from_two}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.all();
+  EXPECT_TRUE(contains(resumed.out, "resumed from")) << resumed.out;
+  // ... and a 1-process checkpoint on 2 ranks with a sharded state.
+  const Output first = run(*exe_, args({"--stop-after", "3", "--save", from_one}));
+  ASSERT_EQ(first.exit_code, 0) << first.all();
+  const Output spread = run_ranks(2, *exe_, args({"--distributed", "mpi", "--zero", "--resume", from_one}));
+  ASSERT_EQ(spread.exit_code, 0) << spread.all();
+
+  const auto a = loss_values(zero.out), b = loss_values(resumed.out), c = loss_values(spread.out);
+  ASSERT_EQ(b.size(), 3u) << resumed.out;
+  ASSERT_EQ(c.size(), 3u) << spread.out;
+  for (int step = 1; step <= 6; ++step) {
+    const double want = s.at(step);
+    if (step <= 3) EXPECT_NEAR(a.at(step), want, 1e-4 * want) << "2 ranks, step " << step;
+    if (step > 3) {
+      EXPECT_NEAR(b.at(step), want, 1e-4 * want) << "resumed from 2 ranks in 1, step " << step;
+      EXPECT_NEAR(c.at(step), want, 1e-4 * want) << "resumed from 1 on 2 ranks, step " << step;
+    }
+  }
+  EXPECT_LT(s.at(6), s.at(1));  // it trains
+
+  // A global batch the ranks cannot split evenly is a usage error on every rank.
+  const Output odd = run_ranks(3, *exe_, tiny({"--steps", "1", "--distributed", "mpi"}));
+  EXPECT_NE(odd.exit_code, 0) << odd.all();
+  EXPECT_TRUE(contains(odd.err, "--batch-size (8) must be a multiple of the number of ranks (3)")) << odd.all();
 }
 
 // ---- train_cnn ----------------------------------------------------------------------------

@@ -202,7 +202,8 @@ void check_resume(Kind kind) {
   // consolidated sharded one is, by the test above), then 3 more.
   auto plain = make(kind, make_params(), false);
   steps(*plain, 1, 3);
-  const StateDict ckpt = plain->state_dict();
+  StateDict ckpt;  // owned copies: state_dict() hands out the live buffers
+  for (const auto& [key, t] : plain->state_dict()) ckpt.insert(key, t.clone());
   const std::vector<Tensor> at3 = copies(plain->params());
   steps(*plain, 4, 6);
 

@@ -549,7 +549,10 @@ inline std::string summary_line(const dtr::remat::Stats& s, const BudgetPlan& pl
 /// terminal. When it is not (a pipe, a file, a test), only the log lines.
 class Progress {
  public:
-  Progress(int64_t first, int64_t total) : first_(first), total_(total), tty_(isatty(1) != 0) {}
+  /// `bar` false: never a bar (under mpirun, whose ranks write to a
+  /// pseudo-terminal whatever mpirun's own output is).
+  Progress(int64_t first, int64_t total, bool bar = true)
+      : first_(first), total_(total), tty_(bar && isatty(1) != 0) {}
 
   bool tty() const { return tty_; }
 

@@ -701,7 +701,7 @@ int run(int argc, char** argv) {
   std::fflush(stdout);
 
   examples::StepStats run_stats;
-  examples::Progress progress(first - 1, last);
+  examples::Progress progress(first - 1, last, /*bar=*/c.distributed.empty());
   dtr::remat::Stats interval_start = run_stats.total();
   double interval_seconds = 0, train_seconds = 0, loss_sum = 0;
   int64_t interval_steps = 0;

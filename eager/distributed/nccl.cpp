@@ -368,15 +368,9 @@ class NcclGroup final : public ProcessGroup {
       throw;
     }
   }
-  ~NcclGroup() override { release(/*abort=*/!healthy()); }
-
-  /// Registers a new group in the handle table.
-  static std::shared_ptr<NcclGroup> make(int rank, std::vector<int> world_ranks, double timeout_s,
-                                         int device, ncclComm_t comm) {
-    auto g = std::make_shared<NcclGroup>(rank, std::move(world_ranks), timeout_s, device, comm);
-    register_group(g);
-    return g;
-  }
+  // A communicator still here is healthy (a failed one was aborted at once):
+  // destroy_process_group only marks the group, in-flight work finishes.
+  ~NcclGroup() override { release(/*abort=*/false); }
 
   std::string_view backend_name() const override { return "nccl"; }
   DeviceType device_type() const override { return DeviceType::kCUDA; }
@@ -676,7 +670,7 @@ std::shared_ptr<NcclGroup> NcclGroup::split(const std::vector<int>& ranks) {
                      id(), text));
   }
   const int group_rank = member ? int(it - ranks.begin()) : -1;
-  return make(group_rank, ranks, timeout_seconds(), device_, member ? child : nullptr);
+  return std::make_shared<NcclGroup>(group_rank, ranks, timeout_seconds(), device_, member ? child : nullptr);
 }
 
 NcclWork::~NcclWork() {
@@ -736,7 +730,7 @@ std::shared_ptr<ProcessGroup> nccl_init_world(double timeout_seconds) {
   std::vector<int> ranks(size_t(env.world_size));
   std::iota(ranks.begin(), ranks.end(), 0);
   logger().debug("nccl: rank {} of {} on cuda:{} ({})", env.rank, env.world_size, device, env.launcher);
-  return NcclGroup::make(env.rank, std::move(ranks), timeout_seconds, device, comm);
+  return std::make_shared<NcclGroup>(env.rank, std::move(ranks), timeout_seconds, device, comm);
 }
 
 std::shared_ptr<ProcessGroup> nccl_new_group(ProcessGroup& world, const std::vector<int>& ranks) {

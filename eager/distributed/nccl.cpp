@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -345,6 +346,7 @@ class NcclWork final : public Work {
   cudaEvent_t done_;
   Clock::time_point deadline_;
   bool finished_ = false;
+  std::exception_ptr error_;  // once failed, every later call throws it again
 };
 
 class NcclGroup final : public ProcessGroup {
@@ -674,7 +676,7 @@ std::shared_ptr<NcclGroup> NcclGroup::split(const std::vector<int>& ranks) {
 }
 
 NcclWork::~NcclWork() {
-  if (!finished_) {
+  if (!finished_ && !error_) {
     try {
       wait();
     } catch (const std::exception& e) {
@@ -685,12 +687,24 @@ NcclWork::~NcclWork() {
 }
 
 bool NcclWork::is_completed() {
-  if (!finished_) finished_ = group_->poll_event(done_, kind_, seq_);
+  if (error_) std::rethrow_exception(error_);
+  try {
+    if (!finished_) finished_ = group_->poll_event(done_, kind_, seq_);
+  } catch (...) {
+    error_ = std::current_exception();
+    throw;
+  }
   return finished_;
 }
 
 void NcclWork::wait() {
-  if (!poll_until([&] { return is_completed(); }, deadline_)) group_->time_out(kind_, seq_, "");
+  if (poll_until([&] { return is_completed(); }, deadline_)) return;
+  try {
+    group_->time_out(kind_, seq_, "");
+  } catch (...) {
+    error_ = std::current_exception();
+    throw;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "core/op_registry.h"
 #include "eager/autograd.h"
 #include "eager/dispatch.h"
@@ -230,6 +231,15 @@ class PinnedWork final : public Work {
   PinnedWork(std::shared_ptr<Work> inner, std::vector<Tensor> tensors) : inner_(std::move(inner)) {
     for (Tensor& t : tensors) pins_.emplace_back(t.storage());
     tensors_ = std::move(tensors);
+  }
+  // Unwaited: the transfer finishes before the pins and tensors go.
+  ~PinnedWork() override {
+    if (pins_.empty()) return;
+    try {
+      inner_->wait();
+    } catch (const std::exception& e) {
+      logger().error("a collective destroyed unwaited failed: {}", e.what());
+    }
   }
   bool is_completed() override {
     const bool done = inner_->is_completed();

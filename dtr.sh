@@ -23,6 +23,7 @@ PACKAGES=(
   cmake g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev libdlpack-dev libexpat1-dev python3 fortunes dataset-fashion-mnist
   python3-dev python3-venv python3-numpy python3-pytest
+  openmpi-bin libopenmpi-dev
 )
 # The Python package is built for and tested with Debian's python3 through a
 # venv that sees its packages (numpy, pytest, torch) and adds nanobind.

@@ -202,8 +202,8 @@ struct OptionRow {
   absl::Status (*apply)(Options&, std::string_view value);
 };
 
-const std::array<OptionRow, 10>& option_rows() {
-  static const std::array<OptionRow, 10> rows = {{
+const std::array<OptionRow, 11>& option_rows() {
+  static const std::array<OptionRow, 11> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
         "hard cap on resident device bytes of tensor storage (Note [hard budget]), per device: "
         "a bare budget caps the default device (the first CUDA device where one is present, "
@@ -275,6 +275,15 @@ const std::array<OptionRow, 10>& option_rows() {
        [](Options& o, std::string_view v) {
          o.plan_path = equals_ignore_case(v, "off") ? "" : std::string(v);
          return absl::OkStatus();
+       }},
+      {{"DTR_COLLECTIVE_TIMEOUT", "600",
+        "seconds a collective of dtr::distributed waits for every rank of its group before "
+        "it throws CollectiveTimeoutError naming the ranks that never joined",
+        "dtr::distributed::init_process_group(backend, {.timeout_seconds = ...})"},
+       "a positive number of seconds, optionally with a unit ms, s, min or h, e.g. \"30\", "
+       "\"1.5s\", \"500ms\", \"10min\"",
+       [](Options& o, std::string_view v) {
+         return assign(parse_seconds(v), o.collective_timeout_seconds);
        }},
   }};
   return rows;
@@ -465,6 +474,30 @@ absl::StatusOr<bool> parse_bool(std::string_view text) {
   if (lower == "1" || lower == "true" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "off") return false;
   return absl::InvalidArgumentError(fmt::format("invalid boolean {}", quoted(text)));
+}
+
+absl::StatusOr<double> parse_seconds(std::string_view text) {
+  const std::string lower = lower_stripped(text);
+  struct Unit {
+    std::string_view suffix;
+    double seconds;
+  };
+  // Longest suffixes first: "ms" and "min" before "s".
+  constexpr std::array<Unit, 5> kUnits = {{{"ms", 1e-3}, {"min", 60}, {"s", 1}, {"h", 3600}, {"", 1}}};
+  for (const Unit& u : kUnits) {
+    if (!absl::EndsWith(lower, to_absl(u.suffix))) continue;
+    const std::string number(absl::StripAsciiWhitespace(
+        to_absl(std::string_view(lower).substr(0, lower.size() - u.suffix.size()))));
+    double v = 0;
+    if (number.empty() || !absl::SimpleAtod(number, &v)) break;
+    v *= u.seconds;
+    if (!(v > 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          fmt::format("invalid duration {}: it must be positive and finite", quoted(text)));
+    }
+    return v;
+  }
+  return absl::InvalidArgumentError(fmt::format("invalid duration {}", quoted(text)));
 }
 
 const std::vector<OptionInfo>& option_table() {

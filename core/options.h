@@ -105,6 +105,10 @@ std::string_view swap_mode_name(SwapMode m);
 /// (case-insensitive). Returns the lower-case name.
 absl::StatusOr<std::string> parse_log_level(std::string_view text);
 
+/// DTR_COLLECTIVE_TIMEOUT: a positive, finite number of seconds with an
+/// optional unit ms, s, min or h (case-insensitive; "30", "1.5s", "500ms").
+absl::StatusOr<double> parse_seconds(std::string_view text);
+
 /// DTR_VERIFY's booleans: 0/1, true/false, on/off (case-insensitive).
 absl::StatusOr<bool> parse_bool(std::string_view text);
 
@@ -119,6 +123,7 @@ struct Options {
   std::string trace_path;               // DTR_TRACE ("" = off)
   std::string plan_path;                // DTR_PLAN ("" = off)
   bool verify = false;                  // DTR_VERIFY
+  double collective_timeout_seconds = 600;  // DTR_COLLECTIVE_TIMEOUT
 };
 
 /// One row of the options table, for --help texts and docs.

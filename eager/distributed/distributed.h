@@ -68,6 +68,7 @@ class Work {
 };
 
 class ProcessGroup;
+struct InitOptions;
 
 /// One collective as a kernel hands it to a backend. `in` and `out` are
 /// contiguous; for an in-place collective they are the same buffer.
@@ -109,6 +110,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int64_t collective_calls() const { return calls_; }
   /// False once a collective timed out or failed: later ones throw.
   bool healthy() const { return broken_.empty(); }
+  /// Why the group is unusable ("" while healthy).
+  const std::string& broken_reason() const { return broken_; }
 
   /// Starts `call` (the kernels of the collective rows call this). Throws
   /// DistributedError for a non-member rank, a broken group, or a tensor on
@@ -121,11 +124,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual std::shared_ptr<Work> start(const CollectiveCall& call, int64_t seq) = 0;
   /// Marks the group unusable with `why` (after a timeout or library error).
   void mark_broken(std::string why) { broken_ = std::move(why); }
-  /// Registers the group in the handle table (sets id()).
-  static void register_group(const std::shared_ptr<ProcessGroup>& g);
 
  private:
+  /// Registers the group in the handle table (sets id()).
+  static void register_group(const std::shared_ptr<ProcessGroup>& g);
+  friend void init_process_group(std::string_view, InitOptions);
   friend void destroy_process_group(const std::shared_ptr<ProcessGroup>&);
+  friend std::shared_ptr<ProcessGroup> new_group(std::vector<int>, std::optional<double>);
   int rank_;
   std::vector<int> world_ranks_;
   double timeout_seconds_;
@@ -163,9 +168,11 @@ std::shared_ptr<ProcessGroup> world();
 int get_rank(const std::shared_ptr<ProcessGroup>& group = nullptr);
 int get_world_size(const std::shared_ptr<ProcessGroup>& group = nullptr);
 /// torch.distributed.new_group: a sub-group of the world's `ranks` (sorted
-/// and distinct; ValueError otherwise or for a rank out of range). Every
-/// rank of the world must call it, in the same order, members or not.
-std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
+/// and distinct; ValueError otherwise or for a rank out of range), with its
+/// own collective timeout in seconds (default: the world's). Every rank of
+/// the world must call it, in the same order, members or not.
+std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks,
+                                        std::optional<double> timeout_seconds = std::nullopt);
 /// The group with handle `id` (collective kernels resolve their "group"
 /// attribute with it); DistributedError naming the id when there is none.
 std::shared_ptr<ProcessGroup> group_from_id(int64_t id);

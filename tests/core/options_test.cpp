@@ -390,7 +390,8 @@ TEST(Bool, Parses) {
 TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   const std::vector<std::string_view> expected = {
       "DTR_MEMORY_BUDGET", "DTR_HEURISTIC", "DTR_SAMPLE", "DTR_MIN_EVICT_BYTES",
-      "DTR_COST",          "DTR_SWAP",      "DTR_LOG",    "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN"};
+      "DTR_COST",          "DTR_SWAP",      "DTR_LOG",    "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN",
+      "DTR_COLLECTIVE_TIMEOUT"};
   std::vector<std::string_view> names;
   for (const OptionInfo& row : option_table()) {
     names.push_back(row.env_var);
@@ -407,6 +408,7 @@ TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   options.log_level = "off";
   options.trace_path = "x.json";
   options.verify = true;
+  options.collective_timeout_seconds = 3;
   options.memory_budget.default_device.kind = MemoryBudget::Kind::kBytes;
   options.memory_budget.per_device.emplace_back(Device(kCPU), MemoryBudget{});
   for (const OptionInfo& row : option_table()) set_option(options, row.env_var, row.default_value);
@@ -418,6 +420,7 @@ TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   EXPECT_EQ(options.log_level, defaults.log_level);
   EXPECT_EQ(options.trace_path, defaults.trace_path);
   EXPECT_EQ(options.verify, defaults.verify);
+  EXPECT_EQ(options.collective_timeout_seconds, defaults.collective_timeout_seconds);
 }
 
 TEST(SetOption, SetsAndResets) {
@@ -576,5 +579,19 @@ TEST(Shape, ElementCountOverflowIsAValueError) {
   EXPECT_THROW(numel({int64_t{1} << 62, 4}), ValueError);
   EXPECT_EQ(numel({int64_t{1} << 30, 4}), int64_t{1} << 32);
 }
+TEST(OptionParse, CollectiveTimeoutTakesSecondsWithAUnit) {
+  EXPECT_DOUBLE_EQ(*parse_seconds("30"), 30.0);
+  EXPECT_DOUBLE_EQ(*parse_seconds(" 1.5s "), 1.5);
+  EXPECT_DOUBLE_EQ(*parse_seconds("500ms"), 0.5);
+  EXPECT_DOUBLE_EQ(*parse_seconds("10MIN"), 600.0);
+  EXPECT_DOUBLE_EQ(*parse_seconds("2h"), 7200.0);
+  for (const char* bad : {"", "0", "-1", "abc", "1x", "inf", "nan", "s", "ms"})
+    EXPECT_FALSE(parse_seconds(bad).ok()) << bad;
+  Options o;
+  set_option(o, "DTR_COLLECTIVE_TIMEOUT", "45s");
+  EXPECT_DOUBLE_EQ(o.collective_timeout_seconds, 45.0);
+  EXPECT_THROW(set_option(o, "DTR_COLLECTIVE_TIMEOUT", "soon"), ValueError);
+}
+
 }  // namespace
 }  // namespace dtr

@@ -259,11 +259,17 @@ TEST(DDP, MatchesWithAnUnusedBucketStartedBeforeBackward) {
   EXPECT_TRUE(net->l1->weight.grad().defined());
 }
 
-TEST(DDP, CheckpointedRegionsMatchTheUncheckpointedModel) {
+// With find_unused_parameters, the walk from the outputs meets the checkpoint
+// node and marks nothing: l2 and branch, reached only by the region's nested
+// backward, must not be marked unused (their buckets would start with zeros
+// and their gradients arrive late).
+void run_checkpointed(bool find_unused) {
   const Batch mine = shard(full_batch(4, 9));
   auto plain = make_net(5), ckpt = make_net(5);
   ckpt->checkpoint_middle = true;
-  DistributedDataParallel dp(plain, small_buckets()), dc(ckpt, small_buckets());
+  DDPOptions o = small_buckets();
+  o.find_unused_parameters = find_unused;
+  DistributedDataParallel dp(plain, o), dc(ckpt, o);
   for (int step = 0; step < 2; ++step) {
     const int64_t calls = dc.process_group()->collective_calls();
     mse_loss(dc(mine.x), mine.y).backward();
@@ -273,6 +279,90 @@ TEST(DDP, CheckpointedRegionsMatchTheUncheckpointedModel) {
       EXPECT_TRUE(testing::bitwise_equal(plain->parameters()[i].grad(), ckpt->parameters()[i].grad()));
     sgd_step(*plain, 0.1);
     sgd_step(*ckpt, 0.1);
+  }
+}
+
+TEST(DDP, CheckpointedRegionsMatchTheUncheckpointedModel) { run_checkpointed(false); }
+TEST(DDP, CheckpointedRegionsMatchWithFindUnusedParameters) { run_checkpointed(true); }
+
+/// Linear with a buffer (a step counter, a running statistic).
+struct WithBuffer : UnaryModule {
+  std::shared_ptr<Linear> fc;
+  Tensor stat;
+  WithBuffer() : UnaryModule("WithBuffer") {
+    fc = register_module("fc", std::make_shared<Linear>(6, 3));
+    stat = register_buffer("stat", zeros({4}));
+  }
+  Tensor forward(const Tensor& x) override { return fc->forward(x); }
+};
+
+TEST(DDP, MatchesRankZerosBuffersAtWrapAndAtEachForward) {
+  manual_seed(20 + uint64_t(rank()));
+  auto m = std::make_shared<WithBuffer>();
+  {
+    NoGradGuard no_grad;
+    m->stat.fill_(double(rank() + 1));
+  }
+  DistributedDataParallel ddp(m);
+  EXPECT_TRUE(allclose(m->stat, {1, 1, 1, 1}));
+  EXPECT_TRUE(bitwise_same_on_every_rank(m->fc->weight));
+  // Each rank changes its buffer; the next forward starts from rank 0's, with
+  // one broadcast per buffer, inside no_sync too.
+  {
+    NoGradGuard no_grad;
+    m->stat.fill_(double(10 * (rank() + 1)));
+  }
+  const int64_t calls = ddp.process_group()->collective_calls();
+  Tensor x = ones({2, 6});
+  {
+    auto guard = ddp.no_sync();
+    (void)ddp(x);
+  }
+  EXPECT_EQ(ddp.process_group()->collective_calls() - calls, 1);
+  EXPECT_TRUE(allclose(m->stat, {10, 10, 10, 10}));
+  // broadcast_buffers = false: buffers stay each rank's own.
+  DDPOptions o;
+  o.broadcast_buffers = false;
+  auto m2 = std::make_shared<WithBuffer>();
+  DistributedDataParallel d2(m2, o);
+  {
+    NoGradGuard no_grad;
+    m2->stat.fill_(double(rank()));
+  }
+  const int64_t calls2 = d2.process_group()->collective_calls();
+  (void)d2(x);
+  EXPECT_EQ(d2.process_group()->collective_calls(), calls2);
+  EXPECT_TRUE(allclose(m2->stat, std::vector<double>(4, double(rank()))));
+}
+
+TEST(DDP, ABackwardThatThrewLeavesTheNextStepWorking) {
+  // A hook after DDP's on l1.weight (the last gradient) throws on the first
+  // step, on every rank: every bucket had started, the end-of-backward
+  // callback is dropped, and the next backward starts a fresh step.
+  const Batch mine = shard(full_batch(4, 12));
+  auto net = make_net(7);
+  DistributedDataParallel ddp(net, small_buckets());
+  bool fail = true;
+  net->l1->weight.register_post_accumulate_grad_hook([&](Tensor&) {
+    if (fail) throw IndexError("injected");
+  });
+  EXPECT_EQ(error_message<IndexError>([&] { mse_loss(ddp(mine.x), mine.y).backward(); }), "injected");
+  EXPECT_EQ(ddp.steps(), 0);
+  fail = false;
+  net->zero_grad();
+  const int64_t calls = ddp.process_group()->collective_calls();
+  mse_loss(ddp(mine.x), mine.y).backward();
+  EXPECT_EQ(ddp.process_group()->collective_calls() - calls, int64_t(ddp.bucket_count()));
+  EXPECT_EQ(ddp.steps(), 1);
+  // The grads are this step's alone: the same as an unwrapped model's on the
+  // mean loss over all shards.
+  auto ref = make_net(7);
+  const Batch full = full_batch(4, 12);
+  mse_loss(ref->forward(full.x), full.y).backward();
+  for (size_t i = 0; i < ddp.parameters().size(); ++i) {
+    EXPECT_TRUE(bitwise_same_on_every_rank(ddp.parameters()[i].grad()));
+    EXPECT_TRUE(allclose(ddp.parameters()[i].grad(), ref->parameters()[i].grad().to_vector<double>(),
+                         1e-6, 1e-4));
   }
 }
 

@@ -20,7 +20,8 @@ std::shared_ptr<ProcessGroup> mpi_new_group(ProcessGroup& world, const std::vect
 
 /// The NCCL world group (nccl.cpp): one CUDA device per rank (LOCAL_RANK,
 /// else rank modulo the visible devices), the unique id exchanged through
-/// MPI under mpirun or through a TCP rendezvous at MASTER_ADDR:MASTER_PORT.
+/// a TCP rendezvous at MASTER_ADDR:MASTER_PORT (under mpirun, defaults
+/// 127.0.0.1:29500 when every rank is on one host).
 /// Throws DeviceError when no CUDA device is present, DistributedError when
 /// NCCL fails, ValueError for a missing or malformed environment variable.
 std::shared_ptr<ProcessGroup> nccl_init_world(double timeout_seconds);

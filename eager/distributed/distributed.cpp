@@ -160,7 +160,7 @@ std::shared_ptr<ProcessGroup> world() {
   std::lock_guard lock(table().mu);
   DTR_CHECK(table().world != nullptr, DistributedError,
             "no process group is initialized: call dtr::distributed::init_process_group(\"mpi\") "
-            "first (under mpirun for more than one rank)");
+            "(CPU tensors, under mpirun for more than one rank) or (\"nccl\") first");
   return table().world;
 }
 

@@ -13,6 +13,10 @@ namespace dtr {
 namespace {
 thread_local bool t_grad_enabled = true;
 thread_local autograd::ReadCapture* t_capture = nullptr;
+// Nesting depth of run_backward on this thread, and queue_callback's queue.
+thread_local int t_backward_depth = 0;
+thread_local uint64_t t_backward_pass = 0;
+thread_local std::vector<std::function<void()>> t_final_callbacks;
 std::atomic<uint64_t> g_seq{0};
 }  // namespace
 
@@ -280,6 +284,16 @@ Tensor accumulate_param_grad(Tensor acc, const Tensor& g) {
   return accumulate(acc, g);
 }
 
+// The leaf's post-accumulate-grad hooks; with none registered this is one
+// pointer test. The list is copied so a hook may remove itself or others.
+void run_post_accumulate_grad_hooks(Tensor& leaf) {
+  const AutogradMeta* am = leaf.impl()->autograd.get();
+  if (am == nullptr || !am->post_accumulate_grad_hooks || am->post_accumulate_grad_hooks->hooks.empty())
+    return;
+  const auto hooks = am->post_accumulate_grad_hooks->hooks;
+  for (const auto& [id, hook] : hooks) hook(leaf);
+}
+
 void accumulate_into_leaf(Node& node, const Tensor& g_in) {
   auto leaf_impl = node.leaf.lock();
   if (!leaf_impl || !g_in.defined()) return;
@@ -295,15 +309,57 @@ void accumulate_into_leaf(Node& node, const Tensor& g_in) {
   // per-segment sums held 19 MiB that way.
   if (addable_in_place(prev, g, 2)) {
     prev.add_(g);
-    return;
+  } else {
+    leaf.set_grad(prev.defined() ? add(prev, g) : g.detach());
   }
-  leaf.set_grad(prev.defined() ? add(prev, g) : g.detach());
+  run_post_accumulate_grad_hooks(leaf);
+}
+
+void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+               bool retain_graph);
+
+// Runs queue_callback's callbacks, FIFO, including those they queue.
+void run_final_callbacks() {
+  for (size_t i = 0; i < t_final_callbacks.size(); ++i) {
+    std::function<void()> cb = std::move(t_final_callbacks[i]);
+    cb();
+  }
+  t_final_callbacks.clear();
 }
 
 }  // namespace
 
+void queue_callback(std::function<void()> callback) {
+  DTR_CHECK(t_backward_depth > 0, ValueError,
+            "queue_callback: final callbacks can only be installed during the backward pass");
+  DTR_CHECK(callback != nullptr, ValueError, "queue_callback: the callback is empty");
+  t_final_callbacks.push_back(std::move(callback));
+}
+
+bool in_backward() { return t_backward_depth > 0; }
+uint64_t backward_pass_id() { return t_backward_pass; }
+
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
                   bool retain_graph) {
+  if (t_backward_depth == 0) ++t_backward_pass;
+  ++t_backward_depth;
+  try {
+    run_graph(roots, grad_roots, retain_graph);
+    if (t_backward_depth == 1) {
+      NoGradGuard no_grad;
+      run_final_callbacks();
+    }
+  } catch (...) {
+    if (--t_backward_depth == 0) t_final_callbacks.clear();
+    throw;
+  }
+  --t_backward_depth;
+}
+
+namespace {
+
+void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+               bool retain_graph) {
   NoGradGuard no_grad;
   // Discover the graph and count dependencies (explicit stack).
   absl::flat_hash_map<Node*, int> deps;
@@ -415,6 +471,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     }
   }
 }
+
+}  // namespace
 
 }  // namespace autograd
 }  // namespace dtr

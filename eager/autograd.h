@@ -118,6 +118,23 @@ struct Node {
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
                   bool retain_graph);
 
+/// Queues `callback` to run once the outermost backward now running on this
+/// thread has finished its graph (PyTorch's
+/// Variable._execution_engine.queue_callback), before that run_backward
+/// returns: a hook that fires inside a checkpoint region's nested backward
+/// still queues onto the enclosing backward. Callbacks run in FIFO order
+/// under no_grad and may queue more, which run in the same pass. When
+/// backward (or a callback) throws, the callbacks not yet run are dropped and
+/// the queue is left empty. Throws ValueError outside backward or for an
+/// empty callback.
+void queue_callback(std::function<void()> callback);
+/// True while a run_backward is executing on this thread (callbacks included).
+bool in_backward();
+/// Counts the outermost run_backward calls on this thread; while one runs
+/// (nested ones and its callbacks included), the number of that call, so a
+/// hook can tell whether two calls belong to one backward pass.
+uint64_t backward_pass_id();
+
 /// Records one custom node for `outputs` computed from `inputs` outside
 /// autograd: saves every input (like save_for_backward), links an edge for
 /// each input that requires grad, and makes the floating outputs non-leaves

@@ -169,6 +169,32 @@ void Tensor::retain_grad() {
   }
 }
 
+RemovableHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) {
+  if (!impl_) throw_undefined("register_post_accumulate_grad_hook");
+  DTR_CHECK(hook != nullptr, ValueError, "register_post_accumulate_grad_hook: the hook is empty");
+  DTR_CHECK(requires_grad(), ValueError,
+            "register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't "
+            "require gradient (shape {})",
+            shape_str(shape()));
+  DTR_CHECK(is_leaf(), ValueError,
+            "register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered "
+            "on non-leaf tensors (this tensor was produced by {})",
+            grad_fn_name());
+  auto& hooks = impl_->autograd->post_accumulate_grad_hooks;
+  if (!hooks) hooks = std::make_unique<PostAccumulateGradHooks>();
+  const uint64_t id = hooks->next_id++;
+  hooks->hooks.emplace_back(id, std::move(hook));
+  return RemovableHandle(impl_, id);
+}
+
+void RemovableHandle::remove() {
+  auto impl = impl_.lock();
+  impl_.reset();
+  if (!impl || !impl->autograd || !impl->autograd->post_accumulate_grad_hooks) return;
+  auto& hooks = impl->autograd->post_accumulate_grad_hooks->hooks;
+  std::erase_if(hooks, [this](const auto& h) { return h.first == id_; });
+}
+
 bool Tensor::is_leaf() const {
   return !impl_ || !impl_->autograd || impl_->autograd->grad_fn == nullptr;
 }

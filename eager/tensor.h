@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,36 @@ namespace dtr {
 namespace autograd {
 struct Node;
 }
+
+class Tensor;
+struct TensorImpl;
+
+/// A hook run after backward has accumulated a leaf's .grad (see
+/// Tensor::register_post_accumulate_grad_hook); receives the leaf.
+using PostAccumulateGradHook = std::function<void(Tensor&)>;
+
+/// The hooks registered on one leaf, in registration order, each with the
+/// id its RemovableHandle names.
+struct PostAccumulateGradHooks {
+  std::vector<std::pair<uint64_t, PostAccumulateGradHook>> hooks;
+  uint64_t next_id = 0;
+};
+
+/// Removes the hook it was returned for (torch.utils.hooks.RemovableHandle).
+/// Holds the tensor weakly: removing after the tensor died, or twice, does
+/// nothing. A default-constructed handle names no hook.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  RemovableHandle(std::weak_ptr<TensorImpl> impl, uint64_t id) : impl_(std::move(impl)), id_(id) {}
+  /// Unregisters the hook; later backward passes do not call it. Safe to
+  /// call from inside a hook (the hooks of the current accumulation still run).
+  void remove();
+
+ private:
+  std::weak_ptr<TensorImpl> impl_;
+  uint64_t id_ = 0;
+};
 
 /// dtype, device and requires_grad for factory functions. Converts
 /// implicitly from a DType or a Device, like torch::TensorOptions.
@@ -73,6 +104,9 @@ struct AutogradMeta {
   /// The leaf's gradient accumulator, shared by every use of the leaf.
   std::weak_ptr<autograd::Node> grad_accumulator;
   bool retains_grad = false;
+  /// register_post_accumulate_grad_hook's hooks; null until one is registered,
+  /// so accumulation costs one pointer test without hooks.
+  std::unique_ptr<PostAccumulateGradHooks> post_accumulate_grad_hooks;
 };
 
 struct TensorImpl {
@@ -174,6 +208,20 @@ class Tensor {
   void set_grad(const Tensor& g);
   /// Keep .grad on a non-leaf during backward.
   void retain_grad();
+  /// Registers `hook`, called with this leaf after backward has accumulated
+  /// a gradient into its .grad (torch.Tensor.register_post_accumulate_grad_hook,
+  /// PyTorch 2.1): once per backward call that reaches the leaf with a
+  /// defined gradient, after the gradients of all its uses in that graph
+  /// (a weight used twice, tied weights) were summed; also when the leaf is
+  /// itself a root of backward. A checkpoint region's recomputation runs a
+  /// backward of its own, in which the leaves used inside the region get
+  /// their gradients and their hooks. Runs under no_grad; the hook may read
+  /// or change .grad (in place or by set_grad). Hooks run in registration
+  /// order; an exception from one propagates out of backward. Returns a
+  /// handle whose remove() unregisters the hook. Throws ValueError on an
+  /// undefined tensor, an empty hook, a tensor that does not require grad or
+  /// a non-leaf (PyTorch's RuntimeError).
+  RemovableHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook);
   bool is_leaf() const;
   /// Name of the backward node ("MulBackward"), or "" for leaves.
   std::string grad_fn_name() const;

@@ -32,8 +32,10 @@
 // group of N ranks (nccl: one GPU per rank, where the build has NCCL and a
 // GPU is present). --batch-size is the global batch: every rank draws the
 // same B window offsets, and a dtr::data::DistributedSampler over them gives
-// rank r the windows r, r + N, r + 2N, ... (B/N each). Gradients are
-// averaged over the ranks after backward, so every rank takes the same step
+// rank r the windows r, r + N, r + 2N, ... (B/N each). The model is wrapped
+// in dtr::nn::parallel::DistributedDataParallel (rank 0's weights broadcast
+// at wrap time, gradients averaged over the ranks in buckets while backward
+// runs), so every rank takes the same step
 // and holds bitwise the same parameters; dropout draws from a key of its own
 // on each rank (rank 0's is the single-process key). Only rank 0 prints,
 // evaluates, samples and writes --save; the logged training loss is the
@@ -65,6 +67,7 @@
 
 #include "common.h"
 #include "eager/distributed/distributed.h"
+#include "eager/nn/parallel/ddp.h"
 
 namespace {
 
@@ -328,6 +331,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
 struct Trainer {
   Ranks ranks;
   std::shared_ptr<Gpt> model;
+  std::unique_ptr<dtr::nn::parallel::DistributedDataParallel> ddp;  // on more than one rank
   std::unique_ptr<dtr::optim::AdamW> opt;
 };
 
@@ -338,22 +342,12 @@ Trainer build(const Config& c, const Ranks& ranks) {
   Trainer t;
   t.ranks = ranks;
   t.model = std::make_shared<Gpt>(c);
+  if (ranks.world > 1) t.ddp = std::make_unique<dtr::nn::parallel::DistributedDataParallel>(t.model);
   t.opt = std::make_unique<dtr::optim::AdamW>(
       t.model->parameters(),
       dtr::optim::AdamWOptions{.lr = c.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = c.weight_decay,
                                .zero_redundancy = c.zero});
   return t;
-}
-
-/// Averages every gradient over the ranks (what DistributedDataParallel
-/// does in buckets during backward): the mean of the ranks' shard means is
-/// the mean over the global batch, the same on every rank.
-void average_gradients(const Trainer& t) {
-  if (t.ranks.world == 1) return;
-  for (const Tensor& p : t.opt->params()) {
-    Tensor g = p.grad();
-    if (g.defined()) dtr::distributed::all_reduce(g, dtr::distributed::ReduceOp::kMean);
-  }
 }
 
 /// The mean of `value` over the ranks (itself on one rank).
@@ -390,11 +384,13 @@ double train_step(const Config& c, Trainer& t, const Split& train, int64_t step)
   double value = 0;
   {
     const RankDropoutKey key(t.ranks);
+    if (t.ddp) t.ddp->sync_buffers();  // where PyTorch's DDP forward broadcasts buffers
     const Tensor loss = loss_of(*t.model, b);
     value = loss.item<double>();
+    // With DDP the gradients are averaged over the ranks during backward:
+    // the mean of the ranks' shard means is the mean over the global batch.
     loss.backward();
   }
-  average_gradients(t);
   clip_grad_norm(t.opt->params(), c.grad_clip);
   t.opt->step();
   // Gradients are dropped as soon as they are used, not at the next step:

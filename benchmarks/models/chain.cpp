@@ -37,6 +37,10 @@ class Chain final : public Workload {
 
  protected:
   Tensor loss(Mode mode) override { return mse_loss(run_sequential(units_, mode, x_), target_); }
+  void shard_batch(int rank, int world) override {
+    x_ = batch_rows(x_, rank, world);
+    target_ = batch_rows(target_, rank, world);
+  }
 
  private:
   std::vector<std::function<Tensor(const Tensor&)>> units_;

@@ -74,7 +74,11 @@ class Gpt final : public Workload {
     const Tensor x = net_->drop->forward(net_->wte->forward(idx_) + net_->wpe->forward(pos_));
     const Tensor h = run_sequential(blocks_, mode, x);                     // (B, T, C)
     const Tensor logits = net_->lm_head->forward(net_->ln_f->forward(h));  // (B, T, V)
-    return cross_entropy(logits.reshape({kBatch * kSeq, kVocab}), targets_);
+    return cross_entropy(logits.reshape({idx_.size(0) * kSeq, kVocab}), targets_);
+  }
+  void shard_batch(int rank, int world) override {
+    targets_ = batch_rows(targets_.reshape({idx_.size(0), kSeq}), rank, world).reshape({-1});
+    idx_ = batch_rows(idx_, rank, world);
   }
 
  private:

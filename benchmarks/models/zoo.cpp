@@ -16,6 +16,40 @@ double Workload::step(Mode mode) {
   return l.item<double>();
 }
 
+double Workload::forward_backward(Mode mode) {
+  optimizer_->zero_grad();
+  const Tensor l = loss(mode);
+  l.backward();
+  return l.item<double>();
+}
+
+void Workload::shard_batch(int, int) {
+  throw NotImplementedError("model zoo: this model has no shard_batch (gpt and the chains have it)");
+}
+
+void Workload::shard_optimizer_state() {
+  std::vector<Tensor> params = optimizer_->params();
+  if (auto* sgd = dynamic_cast<optim::SGD*>(optimizer_.get())) {
+    optim::SGDOptions o = sgd->options();
+    o.zero_redundancy = true;
+    optimizer_ = std::make_unique<optim::SGD>(std::move(params), o);
+  } else if (auto* adamw = dynamic_cast<optim::AdamW*>(optimizer_.get())) {
+    optim::AdamWOptions o = adamw->options();
+    o.zero_redundancy = true;
+    optimizer_ = std::make_unique<optim::AdamW>(std::move(params), o);
+  } else {
+    throw NotImplementedError("model zoo: shard_optimizer_state knows SGD and AdamW only");
+  }
+}
+
+Tensor batch_rows(const Tensor& t, int rank, int world) {
+  const int64_t n = t.size(0);
+  DTR_CHECK(world >= 1 && rank >= 0 && rank < world && n % world == 0, ValueError,
+            "shard_batch: {} ranks do not split a batch of {} evenly (rank {})", world, n, rank);
+  const int64_t b = n / world;
+  return t.slice(0, rank * b, (rank + 1) * b).clone();
+}
+
 int64_t Workload::parameter_bytes() const {
   int64_t bytes = 0;
   for (const Tensor& p : model_->parameters()) bytes += p.nbytes();

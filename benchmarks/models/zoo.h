@@ -69,6 +69,23 @@ class Workload {
 
   /// Bytes of the parameters (float32), for reports.
   int64_t parameter_bytes() const;
+
+  // Data parallelism (benchmarks/distributed.cpp).
+  /// step() in two: zero_grad, forward, loss and backward (returns the loss);
+  /// then optimizer().step().
+  double forward_backward(Mode mode = Mode::kPlain);
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  /// The model, e.g. to wrap in DistributedDataParallel.
+  const std::shared_ptr<nn::Module>& model() const { return model_; }
+  /// Keeps rank `rank`'s share of the fixed batch, rows [rank·B/world,
+  /// (rank+1)·B/world) of the inputs and targets, so that `world` ranks
+  /// together train on the batch one process trains on. Throws ValueError
+  /// unless world divides the batch, NotImplementedError for a model
+  /// without it (gpt and the chains have it).
+  virtual void shard_batch(int rank, int world);
+  /// Rebuilds the optimizer (same class and hyperparameters, no state yet)
+  /// with its state sharded over distributed::world() (zero_redundancy).
+  void shard_optimizer_state();
   /// Where the model, its inputs and its optimizer state live.
   Device device() const { return device_; }
 
@@ -160,6 +177,11 @@ int64_t checkpoint_segments(int64_t units);
 /// Applies `layers` to `x` in order. Mode::kPlain calls them one after the
 /// other; Mode::kCheckpoint uses dtr::checkpoint_sequential with
 /// checkpoint_segments(layers.size()) segments.
+/// Rows [rank·n/world, (rank+1)·n/world) of `t` (n = t.size(0)), an owned
+/// copy: a rank's share of a batch (Workload::shard_batch). ValueError
+/// unless world divides n and rank is in [0, world).
+Tensor batch_rows(const Tensor& t, int rank, int world);
+
 Tensor run_sequential(const std::vector<std::function<Tensor(const Tensor&)>>& layers, Mode mode,
                       const Tensor& x);
 

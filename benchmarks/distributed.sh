@@ -22,7 +22,9 @@
 # run: expect well over half an hour), MPIRUN (default: mpirun with the
 # options ctest uses), QUICK=1 (one step, one repeat, 5% tolerance: checks
 # that the script works, gives no figures), SUMMARY_ONLY=1 (no runs: writes
-# distributed.md from an existing distributed.csv).
+# distributed.md from an existing distributed.csv), PARTS (comma-separated
+# timing, memory, budget; default all three; rows of earlier parts in the
+# CSV are kept, so the timing can run later, alone on a quiet machine).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -44,8 +46,11 @@ mkdir -p "$OUT"
 CSV="$OUT/distributed.csv"
 LOG="$OUT/distributed.log"
 if [[ "${SUMMARY_ONLY:-0}" != 1 ]]; then
-: > "$LOG"
-echo "experiment,model,world,comm,zero,budget_bytes,steps,step_ms,backward_ms,comm_ms,peak_bytes,state_bytes,evictions,loss,exit" > "$CSV"
+[[ "${PARTS:-}" != "" ]] || : > "$LOG"
+PARTS=${PARTS:-timing,memory,budget}
+part() { [[ ",$PARTS," == *",$1,"* ]]; }
+[[ -f "$CSV" && "$PARTS" != "timing,memory,budget" ]] ||
+  echo "experiment,model,world,comm,zero,budget_bytes,steps,step_ms,backward_ms,comm_ms,peak_bytes,state_bytes,evictions,loss,exit" > "$CSV"
 
 # run EXPERIMENT NP ARGS...: one run; appends its row to the CSV; prints the row.
 run() {
@@ -68,6 +73,7 @@ print(",".join([exp] + [kv[k] for k in keys] + ["0"]))
 PY
 }
 
+if part timing; then
 echo "== timing: gpt, 1 rank (batch 8) and 2 ranks (batch 4 each), $REPEATS x"
 for r in $(seq "$REPEATS"); do
   run time_1rank 1 --model gpt --comm none
@@ -75,10 +81,13 @@ for r in $(seq "$REPEATS"); do
   run time_2rank_sync 2 --model gpt --comm sync
   run time_2rank_ddp 2 --model gpt --comm ddp
 done
+fi
+if part memory; then
 echo "== memory: gpt on 2 ranks with and without --zero"
 run mem_2rank 2 --model gpt --comm ddp
 run mem_2rank_zero 2 --model gpt --comm ddp --zero
 run mem_1rank 1 --model gpt --comm none
+fi
 
 # feasible ZERO BUDGET: whether the chain trains on 2 ranks under BUDGET bytes per rank.
 feasible() {
@@ -87,13 +96,14 @@ feasible() {
   run "budget_zero$1" 2 --model chain --comm ddp --steps 1 --budget "$2" "${extra[@]}" >/dev/null 2>&1
 }
 
+if part budget; then
 echo "== smallest feasible budget: chain on 2 ranks"
 run chain_peak 2 --model chain --comm ddp --steps 1
 run chain_peak_zero 2 --model chain --comm ddp --steps 1 --zero
 PEAK=$(awk -F, '$1=="chain_peak"{print $11}' "$CSV" | tail -1)
 for zero in 0 1; do
   hi=$PEAK
-  lo=$(python3 -c "print(int($PEAK * 0.05))")
+  lo=$(python3 -c "print(int($PEAK * ${LOW_FRACTION:-0.05}))")
   while python3 -c "import sys; sys.exit(0 if ($hi - $lo) > $TOLERANCE * $PEAK else 1)"; do
     mid=$(( (lo + hi) / 2 ))
     if feasible "$zero" "$mid"; then hi=$mid; else lo=$mid; fi
@@ -101,6 +111,7 @@ for zero in 0 1; do
   done
   echo "smallest_zero$zero,chain,2,ddp,$zero,$hi,,,,,,,,,0" >> "$CSV"
 done
+fi
 fi  # SUMMARY_ONLY
 
 python3 - "$CSV" "$OUT/distributed.md" <<'PY'

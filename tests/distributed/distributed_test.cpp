@@ -42,7 +42,13 @@ TEST(DistributedSetup, UnknownBackendAndBadTimeoutAreValueErrors) {
 
 #if DTR_TEST_HAVE_MPI
 // MPI starts once per process: this test is its own process under ctest.
+// Under AddressSanitizer it is skipped: OpenMPI keeps allocations until exit
+// that LeakSanitizer reports, and discovered tests cannot carry the
+// suppressions the mpirun tests (which cover the same paths) run with.
 TEST(DistributedSetup, AWorldOfOneProcessIsTheIdentity) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "OpenMPI's own allocations at exit are reported by LeakSanitizer";
+#endif
   init_process_group("mpi", {.timeout_seconds = 30.0});
   EXPECT_EQ(get_world_size(), 1);
   EXPECT_EQ(get_rank(), 0);

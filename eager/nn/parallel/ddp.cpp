@@ -208,7 +208,29 @@ void DistributedDataParallel::prepare_for_backward(const std::vector<Tensor>& ou
 void DistributedDataParallel::begin_step_if_needed() {
   // A step whose backward threw never ran its end-of-backward callback: its
   // collectives are abandoned (their Works wait in their destructors).
-  if (finish_queued_ && autograd::backward_pass_id() != backward_pass_) reset_step();
+  if (finish_queued_ && autograd::backward_pass_id() != backward_pass_) {
+    // Some buckets may have started: the other ranks (whose backward did not
+    // throw) make bucket_count() all-reduces for that step, so this rank
+    // starts the rest too (zeros, no had-a-gradient flags), or every later
+    // bucket would be reduced with a different parameter's on the others.
+    if (next_launch_ > 0) {
+      NoGradGuard no_grad;
+      for (; next_launch_ < buckets_.size(); ++next_launch_) {
+        Bucket& b = buckets_[next_launch_];
+        b.flat = zeros({b.numel + int64_t(b.params.size())},
+                       TensorOptions(b.dtype).device(params_[b.params.front()].device()));
+        b.work = distributed::all_reduce(b.flat, distributed::ReduceOp::kMean, group_, /*async_op=*/true);
+      }
+      for (Bucket& b : buckets_) {
+        if (!b.work) continue;
+        try {
+          b.work->wait();
+        } catch (const std::exception&) {
+        }
+      }
+    }
+    reset_step();
+  }
 }
 
 void DistributedDataParallel::on_grad_ready(size_t k) {

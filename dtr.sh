@@ -9,6 +9,8 @@
 #   ./dtr.sh run     setup, build, then the main job: train a GPT on real text
 #                    under half its peak memory (examples/train_gpt, ~3 min)
 #   ./dtr.sh bench   setup, build, run every benchmark in build/benchmarks/
+#   ./dtr.sh golden [--check]  install Debian's PyTorch (python3-torch) and
+#                    regenerate tests/golden/golden.txt (--check: fail if stale)
 #   ./dtr.sh fuzz [SECONDS]  clang build of the library and the libFuzzer
 #                    targets in build-fuzz/, each run SECONDS (default 60)
 #   ./dtr.sh bench-sweep  setup, build, then the model-zoo budget sweep, the
@@ -165,6 +167,12 @@ fuzz() {
   tests/fuzz/run.sh build-fuzz "${1:-60}" "${@:2}"
 }
 
+# The conformance harness's reference values (tests/golden/gen_golden.py).
+golden() {
+  setup python3-torch
+  /usr/bin/python3 tests/golden/gen_golden.py "$@"
+}
+
 usage() {
   sed -n '2,/^set -euo pipefail/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'
 }
@@ -179,6 +187,7 @@ case $cmd in
   bench) bench "$@" ;;
   bench-sweep) bench_sweep ;;
   fuzz) fuzz "$@" ;;
+  golden) golden "$@" ;;
   -h | --help | help) usage ;;
   *)
     usage >&2

@@ -249,6 +249,17 @@ void gelu_backward_kernel(const KernelContext& c) {
   }
 }
 
+// sin, cos: the C library's, in the compute type. erf: as gelu's.
+void sin_kernel(const KernelContext& c) {
+  unary_floating(c, "sin", [](auto x) { return std::sin(x); });
+}
+void cos_kernel(const KernelContext& c) {
+  unary_floating(c, "cos", [](auto x) { return std::cos(x); });
+}
+void erf_kernel(const KernelContext& c) {
+  unary_floating(c, "erf", [](auto x) { return erf_of(x); });
+}
+
 }  // namespace
 
 void register_unary_kernels() {
@@ -272,6 +283,9 @@ void register_unary_kernels() {
   set_cpu_kernel("silu", silu_kernel);
   set_cpu_kernel("clamp", clamp_kernel);
   set_cpu_kernel("clamp_", clamp_kernel);
+  set_cpu_kernel("sin", sin_kernel);
+  set_cpu_kernel("cos", cos_kernel);
+  set_cpu_kernel("erf", erf_kernel);
   set_cpu_kernel("relu_backward", relu_backward_kernel);
   set_cpu_kernel("sigmoid_backward", sigmoid_backward_kernel);
   set_cpu_kernel("tanh_backward", tanh_backward_kernel);

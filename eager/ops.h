@@ -117,6 +117,12 @@ Tensor silu(const Tensor& x);
 /// (ValueError). Promotes with the bounds: int tensor, float bound → float32.
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
+// ---- unary: trigonometric and erf (eager/ops/unary.cpp) ---------------------
+// Elementwise, any shape; integer and bool inputs give float32, as PyTorch.
+Tensor sin(const Tensor& x);  // torch.sin
+Tensor cos(const Tensor& x);  // torch.cos
+Tensor erf(const Tensor& x);  // torch.erf
+
 // ---- binary, broadcasting, with scalar forms (eager/ops/binary.cpp) ---------
 // Operands broadcast like NumPy/PyTorch (ValueError naming the op and both
 // shapes otherwise). The result dtype is torch.result_type: float32 with

@@ -289,6 +289,12 @@ Tensor Tensor::squeeze(int64_t d) const { return dtr::squeeze(*this, d); }
 Tensor Tensor::expand(IntList s) const { return dtr::expand(*this, s); }
 Tensor Tensor::flatten(int64_t s, int64_t e) const { return dtr::flatten(*this, s, e); }
 Tensor Tensor::masked_fill(const Tensor& m, Scalar v) const { return dtr::masked_fill(*this, m, v); }
+
+// Unary: trigonometric and erf.
+Tensor Tensor::sin() const { return dtr::sin(*this); }
+Tensor Tensor::cos() const { return dtr::cos(*this); }
+Tensor Tensor::erf() const { return dtr::erf(*this); }
+
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dtr::contiguous(*this); }
 Tensor Tensor::operator-() const { return dtr::neg(*this); }
 

@@ -291,6 +291,11 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
 
+  // Unary: trigonometric and erf (dtr::sin, dtr::cos, dtr::erf).
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor erf() const;
+
   // In-place (PyTorch semantics: write through views, bump the version).
   Tensor& add_(const Tensor& o, Scalar alpha = 1);
   Tensor& add_(Scalar o);

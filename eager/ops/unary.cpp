@@ -1,5 +1,5 @@
 // Unary elementwise ops: neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, relu,
-// reciprocal, gelu, silu, clamp, the in-place forms neg_, exp_, sqrt_, tanh_,
+// reciprocal, gelu, silu, clamp, sin, cos, erf, the in-place forms neg_, exp_, sqrt_, tanh_,
 // sigmoid_, relu_, clamp_ (Tensor methods), and the fused backward ops of the
 // activations (relu_backward, sigmoid_backward, ...; PyTorch has the same
 // names). Kernels: cpu/unary.cpp.
@@ -183,6 +183,24 @@ std::vector<Tensor> clamp_backward(const BackwardContext& ctx, std::span<const T
   return {mul(g[0], inside)};
 }
 
+// ---- sin, cos, erf ----------------------------------------------------------------
+
+// d sin(x) = cos(x).
+std::vector<Tensor> sin_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {mul(g[0], cos(ctx.inputs[0]))};
+}
+
+// d cos(x) = -sin(x).
+std::vector<Tensor> cos_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {mul(g[0], neg(sin(ctx.inputs[0])))};
+}
+
+// d erf(x) = 2/sqrt(pi) e^(-x^2).
+std::vector<Tensor> erf_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  const Tensor& x = ctx.inputs[0];
+  return {mul(g[0], mul(exp(neg(mul(x, x))), M_2_SQRTPI))};
+}
+
 // ---- rows ---------------------------------------------------------------------------
 
 OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t save,
@@ -232,6 +250,10 @@ void register_unary_ops() {
   define_row("silu", infer_unary<"silu", K::kFloatingOnly>, silu_backward, kSaveInputs, false).scalar_flops_per_element = 80;
   define_row("clamp", infer_clamp, clamp_backward, kSaveInputs, false, kNoCast, kClamp);
   define_row("clamp_", infer_clamp_, clamp_backward, kSaveInputs, true, kNoCast, kClamp);
+  // sin, cos, erf: floating results (integer inputs give float32), as PyTorch.
+  define_row("sin", infer_unary<"sin", K::kFloatingResult>, sin_backward, kSaveInputs, false);
+  define_row("cos", infer_unary<"cos", K::kFloatingResult>, cos_backward, kSaveInputs, false);
+  define_row("erf", infer_unary<"erf", K::kFloatingResult>, erf_backward, kSaveInputs, false);
 
   // Fused backward ops (grad_out, saved) → grad_in; not differentiable themselves.
   define_row("relu_backward", infer_activation_backward<"relu_backward">, nullptr, kSaveNone, false);
@@ -329,6 +351,27 @@ Tensor relu(const Tensor& x) {
 /// 1 / x (torch.reciprocal). Integer inputs give float32.
 Tensor reciprocal(const Tensor& x) {
   static const OpDef& o = op("reciprocal");
+  return unary(o, x);
+}
+
+// ---- sin, cos, erf
+
+/// Sine, elementwise (torch.sin). Any shape; integer and bool inputs give float32.
+Tensor sin(const Tensor& x) {
+  static const OpDef& o = op("sin");
+  return unary(o, x);
+}
+
+/// Cosine, elementwise (torch.cos). Any shape; integer and bool inputs give float32.
+Tensor cos(const Tensor& x) {
+  static const OpDef& o = op("cos");
+  return unary(o, x);
+}
+
+/// The error function 2/sqrt(pi) * integral_0^x e^(-t^2) dt (torch.erf). Any
+/// shape; integer and bool inputs give float32.
+Tensor erf(const Tensor& x) {
+  static const OpDef& o = op("erf");
   return unary(o, x);
 }
 

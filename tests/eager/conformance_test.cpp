@@ -117,6 +117,10 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("clamp", {clamp(x[0], -0.5, 0.5)}),
       CASE("clamp_min", {clamp(x[0], -0.25, std::nullopt)}),
       CASE("clamp_max", {clamp(x[0], std::nullopt, 0.25)}),
+      CASE("sin", {sin(x[0])}),
+      CASE("cos", {cos(x[0])}),
+      CASE("erf", {erf(x[0])}),
+      CASE("sin_method", {x[0].sin()}),
       // ---- binary
       CASE("add", {add(x[0], x[1])}),
       CASE("add_alpha", {add(x[0], x[1], 2.5)}),

@@ -186,6 +186,10 @@ def add_cases():
     case("clamp", [f(S, 1.6)], lambda x: torch.clamp(x, -0.5, 0.5))
     case("clamp_min", [f(S, 1.7)], lambda x: torch.clamp(x, min=-0.25))
     case("clamp_max", [f(S, 1.8)], lambda x: torch.clamp(x, max=0.25))
+    case("sin", [f(S, 1.91, scale=4.0)], lambda x: torch.sin(x))
+    case("cos", [f(S, 1.92, scale=4.0)], lambda x: torch.cos(x))
+    case("erf", [f(S, 1.93, scale=2.5)], lambda x: torch.erf(x))
+    case("sin_method", [f(S, 1.94, scale=4.0)], lambda x: x.sin())
 
     # ---- binary (tensor, broadcasting, scalar)
     case("add", [f(S, 2.0), f(S, 2.1)], lambda a, b: torch.add(a, b))

@@ -6,6 +6,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <fmt/format.h>
 
+#include "eager/dispatch.h"
 #include "eager/ops.h"
 
 namespace dtr {
@@ -30,11 +31,13 @@ Node::~Node() {
   if (pending != nullptr) {
     for (auto& e : next)
       if (e.node) pending->push_back(std::move(e.node));
+    if (copy_slices && copy_slices->fn) pending->push_back(std::move(copy_slices->fn));
     return;
   }
   std::vector<std::shared_ptr<Node>> work;
   for (auto& e : next)
     if (e.node) work.push_back(std::move(e.node));
+  if (copy_slices && copy_slices->fn) work.push_back(std::move(copy_slices->fn));
   pending = &work;
   while (!work.empty()) {
     std::shared_ptr<Node> n = std::move(work.back());
@@ -46,6 +49,7 @@ Node::~Node() {
 
 std::string Node::name() const {
   if (is_accumulator()) return "AccumulateGrad";
+  if (copy_slices) return "CopySlices";
   if (op == nullptr) return custom_name + "Backward";
   std::string n;
   bool upper = true;
@@ -121,28 +125,166 @@ Tensor unpack(const SavedTensor& s, const Node& node) {
 
 }  // namespace
 
+// ---- views and in-place writes ------------------------------------------------
 // Note [views and in-place writes]: a base and its views share one storage.
-// When autograd records an in-place write through one tensor on a storage,
-// that tensor's grad_fn moves to the write; every other tensor on the storage
-// (a view taken before the write, or the base of a view written into) shows
-// the new values but keeps the graph of the old ones, so a gradient through it
-// would skip the write. PyTorch regenerates such a view's grad_fn over the
-// write (CopySlices); until that exists here, using a stale tensor where
-// autograd records is an error, never a wrong gradient. A write autograd does
-// not record (no_grad, an optimizer step, data_ptr) leaves the graph as it is,
-// as in PyTorch.
-static void check_not_stale(const Tensor& t, std::string_view what, size_t index) {
-  const TensorImpl& impl = *t.impl();
-  if (impl.detached || impl.graph_version == impl.storage->graph_version) return;
-  throw NotImplementedError(fmt::format(
-      "{}: input {} (shape {}) shares its storage with another tensor (its base or a view of "
-      "it) that an in-place operation recorded by autograd wrote after this {} was made, so "
-      "its gradient would skip that write. Use the tensor that was written, or a view taken "
-      "after the write, or build the result out of place (cat, stack, or writing into a clone "
-      "that nothing else views); regenerating the history of the other tensors on a written "
-      "storage (PyTorch's CopySlices) is not supported yet",
-      what, index, shape_str(t.shape()), impl.is_view ? "view" : "tensor"));
+// An in-place write recorded by autograd moves the history of the tensor
+// written onto the write: written directly, the base's grad_fn is the write's
+// node; written through a view, the base's grad_fn becomes a CopySlices node
+// over the write and the view's a view of that. Every other tensor on the
+// storage (a view taken before the write) is then stale: it shows the new
+// values but holds the old graph. refresh_view regenerates its grad_fn as a
+// view of the base's current one when autograd next meets it, as PyTorch does.
+// A write autograd does not record (no_grad, an optimizer step, data_ptr)
+// leaves graphs as they are, as in PyTorch.
+
+namespace {
+
+/// Elements of `impl`'s storage.
+int64_t storage_numel(const TensorImpl& impl) {
+  return impl.storage->nbytes() / int64_t(itemsize(impl.meta.dtype));
 }
+
+/// A tensor with `layout` (shape, strides, offset) over `flat`'s storage.
+Tensor as_layout(const Tensor& flat, const TensorMeta& layout) {
+  TensorMeta m = layout;
+  m.dtype = flat.dtype();
+  m.device = flat.device();
+  auto impl = std::make_shared<TensorImpl>(flat.storage(), std::move(m));
+  impl->is_view = true;
+  impl->view_base = flat.impl_ptr();
+  return Tensor(std::move(impl));
+}
+
+/// True when two elements of `m` share a memory location (a stride 0 over a
+/// dimension of size > 1: an expanded tensor), PyTorch's MemOverlap::Yes.
+bool has_internal_overlap(const TensorMeta& m) {
+  for (size_t d = 0; d < m.shape.size(); ++d)
+    if (m.strides[d] == 0 && m.shape[d] > 1) return true;
+  return false;
+}
+
+// The backward writes into buffers of its own (below) in grad mode: nothing
+// there requires grad, so autograd records nothing, but the runtime keeps
+// each write as lineage (Note [mutation]), so the buffers stay evictable,
+// where writes under no_grad would make them constants.
+
+/// The gradient of a base of layout `base` from the gradient `g` of its view
+/// of layout `view` (AsStridedBackward): zeros except at the view's elements;
+/// where the view repeats an element (an expanded view) its gradients add up.
+Tensor scatter_to_base(const Tensor& g, const TensorMeta& base, const TensorMeta& view,
+                       int64_t numel) {
+  const TensorOptions opts = TensorOptions(g.dtype()).device(g.device());
+  if (!has_internal_overlap(view)) {
+    Tensor flat = zeros({numel}, opts);
+    const GradModeGuard replayable(true);  // the write stays lineage (above)
+    as_layout(flat, view).copy_(g);
+    return as_layout(flat, base);
+  }
+  // Storage position of each element of the view, row-major; a deterministic
+  // scatter-add (index_select's backward) sums the repeats in a fixed order.
+  std::vector<int64_t> pos(size_t(view.numel()));
+  std::vector<int64_t> idx(view.shape.size(), 0);
+  for (int64_t e = 0, p = view.offset; e < int64_t(pos.size()); ++e) {
+    pos[size_t(e)] = p;
+    for (int64_t d = int64_t(idx.size()) - 1; d >= 0; --d) {
+      const size_t k = size_t(d);
+      p += view.strides[k];
+      if (++idx[k] < view.shape[k]) break;
+      p -= view.strides[k] * view.shape[k];
+      idx[k] = 0;
+    }
+  }
+  static const OpDef& o = op("index_select_backward");
+  const Tensor index = from_vector(pos, {int64_t(pos.size())}).to(g.device());
+  const Tensor flat = dispatch1(o, {g.contiguous().reshape({-1}), index},
+                                Attrs{{"dim", int64_t{0}}, {"input_shape", Shape{numel}}});
+  return as_layout(flat, base);
+}
+
+/// The grad_fn of a view with layout `view` of `base` (which requires grad):
+/// PyTorch's AsStridedBackward over the base's current history.
+std::shared_ptr<Node> view_of_base_node(const Tensor& base, const TensorMeta& view) {
+  auto n = std::make_shared<Node>();
+  n->custom_name = "AsStrided";
+  n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  n->next.push_back(edge_to(base));
+  n->input_metas.push_back(base.meta());
+  n->output_metas.push_back(view);
+  n->custom_backward = [b = base.meta(), v = view, numel = storage_numel(*base.impl())](
+                           std::span<const Tensor>, std::span<const Tensor> g) {
+    return std::vector<Tensor>{scatter_to_base(g[0], b, v, numel)};
+  };
+  return n;
+}
+
+/// Makes `view` (of a base that requires grad) take its history from the base.
+void set_view_history(TensorImpl& view, const Tensor& base) {
+  if (!view.autograd) view.autograd = std::make_unique<AutogradMeta>();
+  view.autograd->requires_grad = true;
+  view.autograd->grad_fn = view_of_base_node(base, view.meta);
+  view.autograd->output_nr = 0;
+}
+
+bool is_stale(const TensorImpl& impl) {
+  return !impl.detached && impl.graph_version != impl.storage->graph_version;
+}
+
+/// refresh_view, then an error if `t` is still stale: a tensor on a written
+/// storage that is neither the base nor one of its views.
+void refresh_or_throw(const Tensor& t, std::string_view what, size_t index) {
+  TensorImpl& impl = *t.impl();
+  if (!is_stale(impl)) return;
+  refresh_view(impl);
+  if (!is_stale(impl)) return;
+  throw NotImplementedError(fmt::format(
+      "{}: input {} (shape {}) shares its storage with a tensor that an in-place operation "
+      "recorded by autograd wrote after this one was made, and it is not a view of that "
+      "tensor's base, so its history cannot be regenerated; use the tensor that was written",
+      what, index, shape_str(t.shape())));
+}
+
+}  // namespace
+
+void refresh_view(TensorImpl& impl) {
+  if (!is_stale(impl) || !impl.view_base) return;
+  const TensorImpl& base = *impl.view_base;
+  // The base is current after every recorded write (Note [views and in-place writes]).
+  if (is_stale(base)) return;
+  Tensor b(impl.view_base);
+  if (b.requires_grad()) set_view_history(impl, b);
+  impl.graph_version = impl.storage->graph_version;
+}
+
+namespace {
+
+/// An in-place write through `view` whose node is `fn` (recorded over the
+/// view's old value): the base's history moves onto a CopySlices node over
+/// `fn`, and the view's becomes a view of the base's (PyTorch's
+/// rebase_history). The view's graph_version is already the storage's new one.
+void record_write_through_view(const std::shared_ptr<Node>& fn, Tensor& view) {
+  TensorImpl& v = *view.impl();
+  Tensor base(v.view_base);
+  fn->output_metas.push_back(view.meta());
+  // The gradient of the view's old values goes to the base's old history.
+  fn->next[0] = base.requires_grad() ? edge_to(base) : Edge{};
+  auto cs = std::make_shared<Node>();
+  cs->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  cs->next = fn->next;
+  cs->input_metas = fn->input_metas;
+  cs->input_metas[0] = base.meta();
+  cs->output_metas.push_back(base.meta());
+  cs->copy_slices = std::make_unique<CopySlices>(
+      CopySlices{fn, base.meta(), view.meta(), storage_numel(v)});
+  TensorImpl& b = *base.impl();
+  if (!b.autograd) b.autograd = std::make_unique<AutogradMeta>();
+  b.autograd->requires_grad = true;
+  b.autograd->grad_fn = std::move(cs);
+  b.autograd->output_nr = 0;
+  b.graph_version = v.graph_version;
+  set_view_history(v, base);
+}
+
+}  // namespace
 
 bool will_record(const OpDef& op, std::span<const Tensor> inputs) {
   if (!is_grad_enabled() || op.backward == nullptr) return false;
@@ -151,16 +293,41 @@ bool will_record(const OpDef& op, std::span<const Tensor> inputs) {
   return false;
 }
 
-void check_inplace(const OpDef& op, const Tensor& self) {
+void check_inplace(const OpDef& op, std::span<const Tensor> inputs) {
+  const Tensor& self = inputs[0];
+  DTR_CHECK(!has_internal_overlap(self.meta()), ValueError,
+            "{}: unsupported operation: more than one element of the written-to tensor (shape {}, "
+            "strides {}) refers to a single memory location; clone() it before the in-place "
+            "operation",
+            op.name, shape_str(self.shape()), shape_str(self.strides()));
   if (!is_grad_enabled()) return;
-  if (op.backward != nullptr) check_not_stale(self, op.name, 0);
+  if (op.backward != nullptr) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (i == 0 || !nondiff_input(op, i)) refresh_or_throw(inputs[i], op.name, i);
+  }
   DTR_CHECK(!(self.is_leaf() && self.requires_grad()), ValueError,
             "{}: a leaf tensor that requires grad is being used in an in-place operation (shape "
             "{}); wrap it in NoGradGuard or use the out-of-place op",
             op.name, shape_str(self.shape()));
-  DTR_CHECK(!(self.impl()->is_view && self.requires_grad()), NotImplementedError,
-            "{}: in-place writes into a view that takes part in autograd are not supported (shape "
-            "{}); use the out-of-place op",
+  const TensorImpl& impl = *self.impl();
+  if (!impl.view_base) return;
+  const Tensor base(impl.view_base);
+  DTR_CHECK(!(base.is_leaf() && base.requires_grad()), ValueError,
+            "{}: a view of a leaf tensor that requires grad is being used in an in-place "
+            "operation (view shape {}, base shape {}); wrap it in NoGradGuard or write into a "
+            "copy",
+            op.name, shape_str(self.shape()), shape_str(base.shape()));
+  if (!will_record(op, inputs) && !base.requires_grad()) return;
+  using Creation = TensorImpl::ViewCreation;
+  DTR_CHECK(impl.view_creation != Creation::kMultiOutput, ValueError,
+            "{}: the tensor written (shape {}) is a view made by an op that returns several views "
+            "(split, chunk); such views may not be modified in place while autograd records; "
+            "use the out-of-place op",
+            op.name, shape_str(self.shape()));
+  DTR_CHECK(impl.view_creation != Creation::kNoGrad, ValueError,
+            "{}: the tensor written (shape {}) is a view made in no_grad mode of a base that "
+            "requires grad, and is being modified in place with grad mode enabled; make the "
+            "view with grad mode enabled, or write under NoGradGuard",
             op.name, shape_str(self.shape()));
 }
 
@@ -184,15 +351,9 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
   }
   if (is_grad_enabled() && op.backward != nullptr) {
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (!nondiff_input(op, i)) check_not_stale(inputs[i], op.name, i);
+      if (!nondiff_input(op, i)) refresh_or_throw(inputs[i], op.name, i);
   }
   if (!will_record(op, inputs)) return;
-  if (op.flags.inplace) {
-    // The write moves outputs[0] (the tensor written) onto the new node;
-    // every other tensor on its storage is now stale.
-    TensorImpl& self = *outputs[0].impl();
-    self.graph_version = ++self.storage->graph_version;
-  }
   auto node = std::make_shared<Node>();
   node->op = &op;
   node->attrs = attrs;
@@ -206,6 +367,17 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
   }
   if (op.save & kSaveInputs) {
     for (const Tensor& t : inputs) node->saved_inputs.push_back(save(t));
+  }
+  if (op.flags.inplace) {
+    // The write moves outputs[0] (the tensor written) onto the new node;
+    // every other tensor on its storage is now stale.
+    TensorImpl& self = *outputs[0].impl();
+    self.graph_version = ++self.storage->graph_version;
+    if (self.view_base) {
+      record_write_through_view(node, outputs[0]);
+      if (op.save & kSaveOutputs) node->saved_outputs.push_back(save(outputs[0]));
+      return;
+    }
   }
   set_grad_fn(outputs, node);
   // Saved after the outputs are wired so an in-place output saves its new version.
@@ -224,7 +396,7 @@ void record_custom(std::string name, CustomBackwardFn backward, std::span<const 
   node->next.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    check_not_stale(t, node->custom_name, i);
+    refresh_or_throw(t, node->custom_name, i);
     node->input_metas.push_back(t.meta());
     node->saved_inputs.push_back(save(t));
     if (t.requires_grad()) node->next[i] = edge_to(t);
@@ -358,6 +530,74 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 
 namespace {
 
+/// The gradients of `n`'s inputs from those of its outputs (`grads`, one per
+/// output, zeros filled in); drops its saved tensors unless `retain_graph`.
+std::vector<Tensor> input_grads(Node& n, std::vector<Tensor>& grads, bool retain_graph);
+
+/// CopySlices (Note [views and in-place writes]): `grads[0]` is the gradient
+/// of the base after the write. At the view's elements the write's node maps
+/// it to the gradient of the view's old values (input 0) and of the write's
+/// other inputs; elsewhere the base's gradient passes through.
+std::vector<Tensor> copy_slices_grads(Node& n, std::vector<Tensor>& grads, bool retain_graph) {
+  const CopySlices& cs = *n.copy_slices;
+  const bool to_base = n.next[0].node != nullptr;
+  // A buffer with the base's layout, so that the view's layout addresses its
+  // elements: the base's gradient itself when nothing else holds it and its
+  // layout is the base's (a buffer filled row by row then passes one
+  // gradient buffer down its chain of writes, as accumulate_param_grad does
+  // for sums), else a copy.
+  const Tensor& g = grads[0];
+  const bool dense_base = is_contiguous(cs.base.shape, cs.base.strides) && cs.base.offset == 0 &&
+                          cs.base.numel() == cs.storage_numel;
+  Tensor result;
+  if (to_base && dense_base && addable_in_place(g, g, 1)) {
+    result = g;
+  } else {
+    result = as_layout(zeros({cs.storage_numel}, TensorOptions(g.dtype()).device(g.device())), cs.base);
+    result.copy_(g);
+  }
+  std::vector<Tensor> fn_grads{as_layout(result, cs.view).clone()};
+  std::vector<Tensor> res = input_grads(*cs.fn, fn_grads, retain_graph);
+  res.resize(n.next.size());
+  if (to_base) {
+    Tensor slice = as_layout(result, cs.view);
+    if (res[0].defined()) slice.copy_(res[0]);
+    else slice.zero_();
+    res[0] = result;
+  } else {
+    res[0] = Tensor();
+  }
+  if (!retain_graph) n.released = true;
+  return res;
+}
+
+std::vector<Tensor> input_grads(Node& n, std::vector<Tensor>& grads, bool retain_graph) {
+  if (n.copy_slices) return copy_slices_grads(n, grads, retain_graph);
+  std::vector<Tensor> inputs, outputs;
+  for (const auto& s : n.saved_inputs) inputs.push_back(unpack(s, n));
+  for (const auto& s : n.saved_outputs) outputs.push_back(unpack(s, n));
+  inputs.resize(n.input_metas.size());
+  outputs.resize(n.output_metas.size());
+  std::vector<Tensor> in_grads;
+  if (n.custom_backward) {
+    in_grads = n.custom_backward(inputs, grads);
+  } else {
+    uint64_t mask = 0;
+    for (size_t i = 0; i < n.next.size(); ++i)
+      if (n.next[i].node) mask |= uint64_t{1} << i;
+    BackwardContext ctx{*n.op, n.attrs, inputs, outputs, n.input_metas, n.output_metas, mask};
+    in_grads = n.op->backward(ctx, grads);
+  }
+  DTR_INTERNAL_ASSERT(in_grads.size() <= n.next.size(), "{} returned {} gradients for {} inputs",
+                      n.name(), in_grads.size(), n.next.size());
+  if (!retain_graph) {
+    n.saved_inputs.clear();
+    n.saved_outputs.clear();
+    n.released = true;
+  }
+  return in_grads;
+}
+
 void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
                bool retain_graph) {
   NoGradGuard no_grad;
@@ -368,7 +608,7 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t r = 0; r < roots.size(); ++r) {
     const Tensor& t = roots[r];
-    check_not_stale(t, "backward", r);
+    refresh_or_throw(t, "backward", r);
     std::shared_ptr<Node> fn = t.grad_fn();
     if (!fn) {
       if (t.requires_grad()) fn = accumulator_for(t);
@@ -427,28 +667,7 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
         }
       }
     }
-    std::vector<Tensor> inputs, outputs;
-    for (const auto& s : n->saved_inputs) inputs.push_back(unpack(s, *n));
-    for (const auto& s : n->saved_outputs) outputs.push_back(unpack(s, *n));
-    inputs.resize(n->input_metas.size());
-    outputs.resize(n->output_metas.size());
-    std::vector<Tensor> in_grads;
-    if (n->custom_backward) {
-      in_grads = n->custom_backward(inputs, grads);
-    } else {
-      uint64_t mask = 0;
-      for (size_t i = 0; i < n->next.size(); ++i)
-        if (n->next[i].node) mask |= uint64_t{1} << i;
-      BackwardContext ctx{*n->op, n->attrs, inputs, outputs, n->input_metas, n->output_metas, mask};
-      in_grads = n->op->backward(ctx, grads);
-    }
-    DTR_INTERNAL_ASSERT(in_grads.size() <= n->next.size(), "{} returned {} gradients for {} inputs",
-                        n->name(), in_grads.size(), n->next.size());
-    if (!retain_graph) {
-      n->saved_inputs.clear();
-      n->saved_outputs.clear();
-      n->released = true;
-    }
+    std::vector<Tensor> in_grads = input_grads(*n, grads, retain_graph);
     for (size_t i = 0; i < in_grads.size(); ++i) {
       const Edge& e = n->next[i];
       if (!e.node || !in_grads[i].defined()) continue;

@@ -83,8 +83,21 @@ struct Edge {
 using CustomBackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
                                                            std::span<const Tensor> grad_outputs)>;
 
-/// A node of the backward graph: an op application, or the accumulator of a
-/// leaf's gradient.
+/// Note [views and in-place writes]: what a CopySlices node knows of an
+/// in-place write through a view. Its backward (PyTorch's CopySlices) takes
+/// the gradient of the base after the write; at the view's elements it runs
+/// `fn`, the write's own node, and puts the gradient of the view's old
+/// values there; the other elements pass through unchanged.
+struct CopySlices {
+  std::shared_ptr<struct Node> fn;  // the write's node, over the view
+  TensorMeta base;                  // the base's layout in the storage
+  TensorMeta view;                  // the view's layout in the same storage
+  int64_t storage_numel = 0;        // elements of the storage
+};
+
+/// A node of the backward graph: an op application, the accumulator of a
+/// leaf's gradient, a custom node, or an in-place write through a view
+/// (CopySlices).
 struct Node {
   Node() = default;
   /// Iterative: a 100,000-node graph is freed without deep recursion.
@@ -109,8 +122,10 @@ struct Node {
   std::vector<std::weak_ptr<TensorImpl>> retained;
   /// Creation order; backward runs later nodes first (like PyTorch).
   uint64_t seq = 0;
+  /// Set for a write through a view: the node is the base's grad_fn.
+  std::unique_ptr<CopySlices> copy_slices;
   std::string name() const;
-  bool is_accumulator() const { return op == nullptr && !custom_backward; }
+  bool is_accumulator() const { return op == nullptr && !custom_backward && !copy_slices; }
 };
 
 /// Runs backward from `roots` with `grad_roots` (same length). Re-entrant: a
@@ -168,9 +183,19 @@ class ReadCapture {
 void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
             std::span<Tensor> outputs);
 
-/// Throws if `op` may not write into `self` (a leaf that requires grad, or
-/// a view taking part in autograd).
-void check_inplace(const OpDef& op, const Tensor& self);
+/// Checks an in-place write of `op` into inputs[0] before it happens, with
+/// PyTorch's errors: ValueError for a self whose elements overlap (an
+/// expanded tensor), and in grad mode for a leaf that requires grad, a view
+/// of one, an output of a multi-output view op (split, chunk) and a view made
+/// in no_grad mode of a base that requires grad, when the write is recorded.
+/// Regenerates the history of inputs made stale by an earlier write (Note
+/// [views and in-place writes]).
+void check_inplace(const OpDef& op, std::span<const Tensor> inputs);
+/// Regenerates the history of a view that an in-place write through its base
+/// or another view made stale: its grad_fn becomes a view of the base's
+/// (PyTorch regenerates a view's grad_fn the same way). A no-op for a
+/// current, detached or non-view tensor.
+void refresh_view(TensorImpl& impl);
 /// True when record() would create a node for these inputs.
 bool will_record(const OpDef& op, std::span<const Tensor> inputs);
 

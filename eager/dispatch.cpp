@@ -181,12 +181,23 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   // Views: metadata over input 0's storage; no kernel, no lineage (Note [unit of eviction]).
   if (op.flags.view) {
     std::vector<Tensor> outs;
+    const TensorImpl& in = *inputs[0].impl();
+    // Note [views and in-place writes]: every view knows its base and how it was made.
+    const std::shared_ptr<TensorImpl>& base = in.view_base ? in.view_base : inputs[0].impl_ptr();
+    using Creation = TensorImpl::ViewCreation;
+    Creation creation = in.is_view ? in.view_creation : Creation::kDefault;
+    if (out_metas.size() > 1) creation = Creation::kMultiOutput;
+    else if (creation == Creation::kDefault && !is_grad_enabled() && inputs[0].requires_grad())
+      creation = Creation::kNoGrad;
     for (auto& m : out_metas) {
       auto impl = std::make_shared<TensorImpl>(inputs[0].storage(), std::move(m));
       impl->is_view = true;
-      // A view of a tensor outside the graph (detached) is outside it too
-      // (Note [views and in-place writes]).
-      impl->detached = inputs[0].impl()->detached && !inputs[0].requires_grad();
+      // A view of a tensor outside the graph (detached) is outside it too.
+      impl->detached = in.detached && !inputs[0].requires_grad();
+      if (!impl->detached) {
+        impl->view_base = base;
+        impl->view_creation = creation;
+      }
       outs.emplace_back(std::move(impl));
     }
     autograd::record(op, attrs, inputs, outs);
@@ -235,7 +246,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   std::shared_ptr<Storage> old_version;
   if (op.flags.inplace) {
     const Tensor& self = inputs[0];
-    autograd::check_inplace(op, self);
+    autograd::check_inplace(op, inputs);
     old_version = rt.before_mutation(self.storage(), autograd::will_record(op, inputs));
     outs.push_back(self);
     out_storages.push_back(self.storage().get());

@@ -113,8 +113,18 @@ std::string Tensor::str() const {
 
 // ---- autograd accessors ------------------------------------------------------
 
+namespace {
+// A view made stale by an in-place write takes its history from its base
+// when asked for it (Note [views and in-place writes]).
+void refresh_if_stale_view(TensorImpl& impl) {
+  if (impl.view_base && impl.graph_version != impl.storage->graph_version) autograd::refresh_view(impl);
+}
+}  // namespace
+
 bool Tensor::requires_grad() const {
-  return impl_ && impl_->autograd && impl_->autograd->requires_grad;
+  if (!impl_) return false;
+  refresh_if_stale_view(*impl_);
+  return impl_->autograd && impl_->autograd->requires_grad;
 }
 
 Tensor& Tensor::requires_grad_(bool r) {
@@ -196,12 +206,16 @@ void RemovableHandle::remove() {
 }
 
 bool Tensor::is_leaf() const {
-  return !impl_ || !impl_->autograd || impl_->autograd->grad_fn == nullptr;
+  if (!impl_) return true;
+  refresh_if_stale_view(*impl_);
+  return !impl_->autograd || impl_->autograd->grad_fn == nullptr;
 }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> none;
-  if (!impl_ || !impl_->autograd) return none;
+  if (!impl_) return none;
+  refresh_if_stale_view(*impl_);
+  if (!impl_->autograd) return none;
   return impl_->autograd->grad_fn;
 }
 

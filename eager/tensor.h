@@ -127,6 +127,18 @@ struct TensorImpl {
   uint64_t graph_version = 0;
   /// Made by detach() or saved for backward: outside the graph, never stale.
   bool detached = false;
+  /// How a view was made, for the in-place writes autograd refuses
+  /// (PyTorch's CreationMeta): by an op with one output, by one that returns
+  /// several views (split, chunk), or in no_grad mode from a base that
+  /// requires grad.
+  enum class ViewCreation : uint8_t { kDefault, kMultiOutput, kNoGrad };
+  ViewCreation view_creation = ViewCreation::kDefault;
+  /// A view's base: the tensor, not itself a view, whose storage it shares
+  /// (a view of a view has the first one's base). Null for non-views and
+  /// for detached tensors. Note [views and in-place writes]: an in-place write
+  /// through the view moves the base's history onto the write (CopySlices),
+  /// and a view made before a write regenerates its history from the base.
+  std::shared_ptr<TensorImpl> view_base;
 };
 
 class Tensor {

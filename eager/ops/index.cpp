@@ -369,6 +369,9 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t start = p * split_size;
     out.push_back(narrow(x, d, start, std::min(split_size, size - start)));
+    // As PyTorch's: views from an op with several outputs, which autograd
+    // does not let an in-place op write (Note [views and in-place writes]).
+    out.back().impl()->view_creation = TensorImpl::ViewCreation::kMultiOutput;
   }
   return out;
 }
@@ -383,7 +386,10 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   const int64_t size = x.shape()[size_t(d)];
   if (size == 0) {
     std::vector<Tensor> out;
-    for (int64_t c = 0; c < chunks; ++c) out.push_back(narrow(x, d, 0, 0));
+    for (int64_t c = 0; c < chunks; ++c) {
+      out.push_back(narrow(x, d, 0, 0));
+      out.back().impl()->view_creation = TensorImpl::ViewCreation::kMultiOutput;
+    }
     return out;
   }
   return split(x, (size + chunks - 1) / chunks, d);

@@ -4,6 +4,7 @@
 #include <queue>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
 
 #include "eager/dispatch.h"
@@ -18,6 +19,8 @@ thread_local autograd::ReadCapture* t_capture = nullptr;
 thread_local int t_backward_depth = 0;
 thread_local uint64_t t_backward_pass = 0;
 thread_local std::vector<std::function<void()>> t_final_callbacks;
+// Nesting depth of backward passes with create_graph on this thread.
+thread_local int t_create_graph = 0;
 std::atomic<uint64_t> g_seq{0};
 }  // namespace
 
@@ -106,13 +109,29 @@ void set_grad_fn(std::span<Tensor> outputs, const std::shared_ptr<Node>& node) {
   }
 }
 
-SavedTensor save(const Tensor& t) {
+/// `output`: `t` is an output of the node that saves it; its grad_fn is then
+/// held weakly (the node holding its own grad_fn would be a cycle).
+SavedTensor save(const Tensor& t, bool output = false) {
   auto impl = std::make_shared<TensorImpl>(t.storage(), t.meta());
   impl->is_view = t.impl()->is_view;
   impl->detached = true;
-  return SavedTensor{Tensor(std::move(impl)), t.storage()->version};
+  SavedTensor s{Tensor(std::move(impl)), t.storage()->version};
+  // Note [higher-order gradients]: where it is in the graph, for create_graph.
+  if (t.requires_grad()) {
+    if (t.is_leaf()) {
+      s.leaf = t.impl_ptr();
+    } else {
+      if (output) s.own_grad_fn = t.grad_fn();
+      else s.grad_fn = t.grad_fn();
+      s.output_nr = t.impl()->autograd->output_nr;
+    }
+  }
+  return s;
 }
 
+/// The saved tensor, version-checked. In a backward that records its graph
+/// (grad mode on: create_graph), a tensor that required grad comes back at
+/// its place in the forward graph, so gradients of the gradient reach it.
 Tensor unpack(const SavedTensor& s, const Node& node) {
   if (!s.tensor.defined()) return Tensor();
   DTR_CHECK(s.tensor.storage()->version == s.version, Error,
@@ -120,7 +139,17 @@ Tensor unpack(const SavedTensor& s, const Node& node) {
             "operation: {} of shape {} is at version {}; expected version {} instead ({})",
             dtype_name(s.tensor.dtype()), shape_str(s.tensor.shape()),
             s.tensor.storage()->version, s.version, node.name());
-  return s.tensor;
+  if (!is_grad_enabled()) return s.tensor;
+  if (s.leaf) return Tensor(s.leaf);
+  std::shared_ptr<Node> fn = s.grad_fn ? s.grad_fn : s.own_grad_fn.lock();
+  if (!fn) return s.tensor;
+  auto impl = std::make_shared<TensorImpl>(s.tensor.storage(), s.tensor.meta());
+  impl->is_view = s.tensor.impl()->is_view;
+  impl->autograd = std::make_unique<AutogradMeta>();
+  impl->autograd->requires_grad = true;
+  impl->autograd->grad_fn = std::move(fn);
+  impl->autograd->output_nr = s.output_nr;
+  return Tensor(std::move(impl));
 }
 
 }  // namespace
@@ -343,6 +372,28 @@ void ReadCapture::note(const Tensor& t) {
   if (seen_.insert(t.impl()).second) tensors_.push_back(t);
 }
 
+namespace {
+
+// Note [higher-order gradients]: a backward rule that dispatches an op with no
+// backward of its own (a fused gradient kernel) on inputs that require grad
+// would silently cut the gradient of the gradient there.
+void check_differentiable(const OpDef& op, std::span<const Tensor> inputs,
+                          std::span<Tensor> outputs) {
+  bool floating = false;
+  for (const Tensor& t : outputs) floating = floating || t.is_floating_point();
+  if (!floating) return;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (nondiff_input(op, i) || !inputs[i].requires_grad()) continue;
+    throw NotImplementedError(fmt::format(
+        "{}: this op has no derivative, so a backward with create_graph=true cannot record its "
+        "graph through it (input {}, shape {}); the gradient of a gradient through the op whose "
+        "backward uses {} is not supported yet",
+        op.name, i, shape_str(inputs[i].shape()), op.name));
+  }
+}
+
+}  // namespace
+
 void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
             std::span<Tensor> outputs) {
   if (t_capture != nullptr && op.backward != nullptr) {
@@ -353,6 +404,7 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
     for (size_t i = 0; i < inputs.size(); ++i)
       if (!nondiff_input(op, i)) refresh_or_throw(inputs[i], op.name, i);
   }
+  if (t_create_graph > 0 && op.backward == nullptr && is_grad_enabled()) check_differentiable(op, inputs, outputs);
   if (!will_record(op, inputs)) return;
   auto node = std::make_shared<Node>();
   node->op = &op;
@@ -375,14 +427,14 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
     self.graph_version = ++self.storage->graph_version;
     if (self.view_base) {
       record_write_through_view(node, outputs[0]);
-      if (op.save & kSaveOutputs) node->saved_outputs.push_back(save(outputs[0]));
+      if (op.save & kSaveOutputs) node->saved_outputs.push_back(save(outputs[0], /*output=*/true));
       return;
     }
   }
   set_grad_fn(outputs, node);
   // Saved after the outputs are wired so an in-place output saves its new version.
   if (op.save & kSaveOutputs) {
-    for (const Tensor& t : outputs) node->saved_outputs.push_back(save(t));
+    for (const Tensor& t : outputs) node->saved_outputs.push_back(save(t, /*output=*/true));
   }
 }
 
@@ -466,7 +518,7 @@ void run_post_accumulate_grad_hooks(Tensor& leaf) {
   for (const auto& [id, hook] : hooks) hook(leaf);
 }
 
-void accumulate_into_leaf(Node& node, const Tensor& g_in) {
+void accumulate_into_leaf(Node& node, const Tensor& g_in, bool create_graph) {
   auto leaf_impl = node.leaf.lock();
   if (!leaf_impl || !g_in.defined()) return;
   Tensor leaf(leaf_impl);
@@ -479,16 +531,26 @@ void accumulate_into_leaf(Node& node, const Tensor& g_in) {
   // the new .grad's lineage would read the old one, a constant once it was
   // summed in place above, and keep it resident: a checkpointed LSTM's
   // per-segment sums held 19 MiB that way.
-  if (addable_in_place(prev, g, 2)) {
+  // With create_graph the new .grad keeps its graph (PyTorch's), so out of place.
+  if (!create_graph && addable_in_place(prev, g, 2)) {
     prev.add_(g);
   } else {
-    leaf.set_grad(prev.defined() ? add(prev, g) : g.detach());
+    leaf.set_grad(prev.defined() ? add(prev, g) : create_graph ? g : g.detach());
   }
   run_post_accumulate_grad_hooks(leaf);
 }
 
+/// One backward pass: how it runs, and for grad() the edges whose gradients
+/// it captures instead of accumulating into leaves.
+struct GraphTask {
+  bool retain_graph = false;
+  bool create_graph = false;
+  std::vector<Edge> capture;     // grad(): one per input; empty for backward()
+  std::vector<Tensor> captured;  // the gradients that reached them
+};
+
 void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
-               bool retain_graph);
+               GraphTask& task);
 
 // Runs queue_callback's callbacks, FIFO, including those they queue.
 void run_final_callbacks() {
@@ -511,12 +573,15 @@ void queue_callback(std::function<void()> callback) {
 bool in_backward() { return t_backward_depth > 0; }
 uint64_t backward_pass_id() { return t_backward_pass; }
 
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
-                  bool retain_graph) {
+namespace {
+
+/// Runs `task` as the outermost or a nested backward pass (final callbacks
+/// after the outermost one).
+void run_task(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, GraphTask& task) {
   if (t_backward_depth == 0) ++t_backward_pass;
   ++t_backward_depth;
   try {
-    run_graph(roots, grad_roots, retain_graph);
+    run_graph(roots, grad_roots, task);
     if (t_backward_depth == 1) {
       NoGradGuard no_grad;
       run_final_callbacks();
@@ -526,6 +591,74 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     throw;
   }
   --t_backward_depth;
+}
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+                  bool retain_graph, bool create_graph) {
+  GraphTask task{.retain_graph = retain_graph, .create_graph = create_graph};
+  run_task(roots, grad_roots, task);
+}
+
+bool in_create_graph() { return t_create_graph > 0; }
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
+  DTR_CHECK(!outputs.empty(), ValueError, "grad: no outputs to differentiate");
+  DTR_CHECK(!inputs.empty(), ValueError, "grad: no inputs to differentiate with respect to");
+  DTR_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), ValueError,
+            "grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size());
+  std::vector<Tensor> roots_grad(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& o = outputs[i];
+    DTR_CHECK(o.defined(), ValueError, "grad: output {} is an undefined tensor", i);
+    DTR_CHECK(o.requires_grad(), ValueError,
+              "grad: element {} of the outputs does not require grad and does not have a grad_fn", i);
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      DTR_CHECK(o.numel() == 1, ValueError,
+                "grad: grad can be implicitly created only for scalar outputs (output {} has shape "
+                "{})",
+                i, shape_str(o.shape()));
+      g = ones_like(o);
+    }
+    DTR_CHECK(g.shape() == o.shape(), ValueError,
+              "grad: mismatch in shape: grad_output {} has shape {} but the output has shape {}", i,
+              shape_str(g.shape()), shape_str(o.shape()));
+    DTR_CHECK(g.device() == o.device(), ValueError,
+              "grad: grad_output {} is on {} but the output is on {}", i, g.device().str(),
+              o.device().str());
+    roots_grad[i] = g.dtype() == o.dtype() ? g : g.to(o.dtype());
+  }
+  GraphTask task{.retain_graph = retain_graph.value_or(create_graph), .create_graph = create_graph};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    DTR_CHECK(t.defined(), ValueError, "grad: input {} is an undefined tensor", i);
+    refresh_or_throw(t, "grad", i);
+    DTR_CHECK(t.requires_grad(), ValueError,
+              "grad: input {} (shape {}) does not require grad", i, shape_str(t.shape()));
+    task.capture.push_back(edge_to(t));
+  }
+  task.captured.resize(inputs.size());
+  run_task(outputs, roots_grad, task);
+  std::vector<Tensor> result = std::move(task.captured);
+  for (size_t i = 0; i < result.size(); ++i) {
+    Tensor& g = result[i];
+    if (!g.defined()) {
+      DTR_CHECK(allow_unused, ValueError,
+                "grad: input {} (shape {}) appears to not have been used in the graph; pass "
+                "allow_unused=true to get an undefined gradient for it",
+                i, shape_str(inputs[i].shape()));
+      continue;
+    }
+    const GradModeGuard mode(create_graph);
+    if (g.dtype() != inputs[i].dtype()) g = g.to(inputs[i].dtype());
+    if (g.shape() != inputs[i].shape()) g = sum_to(g, inputs[i].shape());
+    if (!create_graph) g = g.detach();
+  }
+  return result;
 }
 
 namespace {
@@ -598,9 +731,20 @@ std::vector<Tensor> input_grads(Node& n, std::vector<Tensor>& grads, bool retain
   return in_grads;
 }
 
+// Raises the create_graph depth while in scope.
+struct CreateGraphScope {
+  explicit CreateGraphScope(bool on) : on(on) { t_create_graph += on ? 1 : 0; }
+  ~CreateGraphScope() { t_create_graph -= on ? 1 : 0; }
+  CreateGraphScope(const CreateGraphScope&) = delete;
+  CreateGraphScope& operator=(const CreateGraphScope&) = delete;
+  bool on;
+};
+
 void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
-               bool retain_graph) {
-  NoGradGuard no_grad;
+               GraphTask& task) {
+  // Note [higher-order gradients]: with create_graph the backward's ops record.
+  const GradModeGuard mode(task.create_graph);
+  const CreateGraphScope scope(task.create_graph);
   // Discover the graph and count dependencies (explicit stack).
   absl::flat_hash_map<Node*, int> deps;
   absl::flat_hash_map<Node*, std::vector<Tensor>> buffers;
@@ -634,6 +778,29 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
       if (inserted) stack.push_back(e.node.get());
     }
   }
+  // grad(): only the nodes from which a captured edge is reachable run.
+  const bool capturing = !task.capture.empty();
+  absl::flat_hash_map<Node*, std::vector<size_t>> captures;
+  absl::flat_hash_set<Node*> needed;
+  if (capturing) {
+    for (size_t j = 0; j < task.capture.size(); ++j) captures[task.capture[j].node.get()].push_back(j);
+    // A topological order (Kahn's, on a copy of the counts), then children before parents.
+    absl::flat_hash_map<Node*, int> left = deps;
+    std::vector<Node*> order;
+    for (const auto& r : root_nodes)
+      if (left[r.get()] == 0) {
+        left[r.get()] = -1;
+        order.push_back(r.get());
+      }
+    for (size_t k = 0; k < order.size(); ++k)
+      for (const Edge& e : order[k]->next)
+        if (e.node && --left[e.node.get()] == 0) order.push_back(e.node.get());
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      bool need = captures.contains(*it);
+      for (const Edge& e : (*it)->next) need = need || (e.node && needed.contains(e.node.get()));
+      if (need) needed.insert(*it);
+    }
+  }
   // Later nodes first (PyTorch's order), deterministic.
   auto later = [](Node* a, Node* b) { return a->seq < b->seq; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
@@ -647,10 +814,25 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
     ready.pop();
     std::vector<Tensor> grads = std::move(buffers[n]);
     buffers.erase(n);
-    if (n->is_accumulator()) {
-      accumulate_into_leaf(*n, grads.empty() ? Tensor() : grads[0]);
+    if (capturing) {
+      if (auto c = captures.find(n); c != captures.end()) {
+        for (size_t j : c->second) {
+          const uint32_t nr = task.capture[j].input_nr;
+          if (nr < grads.size() && grads[nr].defined()) task.captured[j] = accumulate(task.captured[j], grads[nr]);
+        }
+      }
+      // No leaf's .grad changes, and nothing that leads to no input runs.
+      if (n->is_accumulator() || !needed.contains(n)) continue;
+    } else if (n->is_accumulator()) {
+      accumulate_into_leaf(*n, grads.empty() ? Tensor() : grads[0], task.create_graph);
       continue;
     }
+    DTR_CHECK(!((task.create_graph || capturing) && n->custom_backward && n->custom_name != "AsStrided"),
+              NotImplementedError,
+              "{}: a backward with create_graph=true or autograd::grad cannot run through this node "
+              "(its backward is a nested backward pass, as a checkpoint's); use backward() without "
+              "create_graph",
+              n->name());
     DTR_CHECK(!n->released, Error,
               "trying to backward through the graph a second time ({}); saved tensors were freed "
               "after the first backward: pass retain_graph=true to the first call",
@@ -659,15 +841,15 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
     for (size_t i = 0; i < grads.size(); ++i) {
       const TensorMeta& m = n->output_metas[i];
       if (!grads[i].defined() && is_floating(m.dtype)) grads[i] = zeros(m.shape, TensorOptions(m.dtype).device(m.device));
-      if (i < n->retained.size()) {
+      if (!capturing && i < n->retained.size()) {
         if (auto impl = n->retained[i].lock()) {
           Tensor t(impl);
           Tensor prev = t.grad();
-          t.set_grad(prev.defined() ? add(prev, grads[i]) : grads[i].detach());
+          t.set_grad(prev.defined() ? add(prev, grads[i]) : task.create_graph ? grads[i] : grads[i].detach());
         }
       }
     }
-    std::vector<Tensor> in_grads = input_grads(*n, grads, retain_graph);
+    std::vector<Tensor> in_grads = input_grads(*n, grads, task.retain_graph);
     for (size_t i = 0; i < in_grads.size(); ++i) {
       const Edge& e = n->next[i];
       if (!e.node || !in_grads[i].defined()) continue;
@@ -677,7 +859,7 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
                           shape_str(in_grads[i].shape()), shape_str(im.shape));
       auto& buf = buffers[e.node.get()];
       if (buf.empty()) buf.resize(e.node->is_accumulator() ? 1 : e.node->output_metas.size());
-      buf[e.input_nr] = e.node->is_accumulator()
+      buf[e.input_nr] = e.node->is_accumulator() && !task.create_graph
                             ? accumulate_param_grad(std::move(buf[e.input_nr]), in_grads[i])
                             : accumulate(buf[e.input_nr], in_grads[i]);
     }

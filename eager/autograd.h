@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,6 +69,13 @@ namespace autograd {
 struct SavedTensor {
   Tensor tensor;  // detached alias: shares storage, no grad_fn (no cycles)
   uint64_t version = 0;
+  /// The saved tensor's place in the graph, for a backward that records its
+  /// own graph (create_graph): its grad_fn and output index (held weakly when
+  /// the node saves its own output, which would be a cycle), or the leaf.
+  std::shared_ptr<struct Node> grad_fn;
+  std::weak_ptr<struct Node> own_grad_fn;
+  uint32_t output_nr = 0;
+  std::shared_ptr<TensorImpl> leaf;
 };
 
 struct Edge {
@@ -128,10 +136,32 @@ struct Node {
   bool is_accumulator() const { return op == nullptr && !custom_backward && !copy_slices; }
 };
 
-/// Runs backward from `roots` with `grad_roots` (same length). Re-entrant: a
-/// custom node's backward may call it again on a graph of its own.
+/// Runs backward from `roots` with `grad_roots` (same length), accumulating
+/// into the leaves' .grad. Re-entrant: a custom node's backward may call it
+/// again on a graph of its own. With `create_graph` the backward runs in
+/// grad mode and records its own graph (Note [higher-order gradients]).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
-                  bool retain_graph);
+                  bool retain_graph, bool create_graph = false);
+
+/// torch.autograd.grad: the gradients of `outputs` (weighted by
+/// `grad_outputs`, one per output, each of its output's shape; empty or an
+/// undefined entry: ones for a one-element output) with respect to `inputs`,
+/// returned instead of accumulated into .grad (no leaf's .grad changes). Only
+/// the part of the graph that leads to `inputs` runs. `retain_graph`
+/// defaults to `create_graph`; with `create_graph` the gradients have a
+/// graph of their own and can be differentiated again (a gradient penalty).
+/// An input the outputs do not depend on gets an undefined tensor with
+/// `allow_unused`, else ValueError; ValueError too for an output or input
+/// that does not require grad, a grad_output of another shape, or lists of
+/// different lengths. NotImplementedError under `create_graph` where an op's
+/// backward cannot itself be differentiated yet (it names the op).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {},
+                         std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                         bool allow_unused = false);
+
+/// True while a backward pass with create_graph runs on this thread.
+bool in_create_graph();
 
 /// Queues `callback` to run once the outermost backward now running on this
 /// thread has finished its graph (PyTorch's

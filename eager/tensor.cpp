@@ -224,7 +224,7 @@ std::string Tensor::grad_fn_name() const {
   return fn ? fn->name() : std::string();
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
   if (!impl_) throw_undefined("backward");
   DTR_CHECK(requires_grad(), ValueError,
             "backward: element 0 of tensors does not require grad and does not have a grad_fn");
@@ -247,7 +247,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
               g.device().str());
     if (g.dtype() != dtype()) g = g.to(dtype());
   }
-  autograd::run_backward({*this}, {g}, retain_graph);
+  autograd::run_backward({*this}, {g}, retain_graph.value_or(create_graph), create_graph);
 }
 
 Tensor Tensor::detach() const {

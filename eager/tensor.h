@@ -242,9 +242,13 @@ class Tensor {
   /// may be omitted for a one-element tensor; otherwise it has this tensor's
   /// shape and device (ValueError if not), and a gradient of another dtype is
   /// cast to this tensor's dtype, as in PyTorch. retain_graph keeps saved
-  /// tensors for another backward. Throws ValueError when this tensor does not
-  /// require grad.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// tensors for another backward (default: create_graph). create_graph
+  /// records the backward's own graph, so the leaves' .grad can be
+  /// differentiated again (Note [higher-order gradients]); NotImplementedError
+  /// names an op whose backward is not differentiable yet. Throws ValueError
+  /// when this tensor does not require grad.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   /// A tensor sharing storage, cut from the graph (PyTorch Tensor.detach).
   Tensor detach() const;
 

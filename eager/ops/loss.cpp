@@ -77,6 +77,35 @@ std::vector<Tensor> log_softmax_backward(const BackwardContext& ctx, std::span<c
   return {dispatch1(o, {g[0], ctx.outputs[0]}, Attrs{{"dim", ctx.attrs.i("dim")}})};
 }
 
+// The softmax_backward row y (g - sum(g y)): linear in g with a symmetric
+// Jacobian, so its gradient for g is the row applied to gg; for y,
+// gg (g - sum(g y)) - g sum(gg y) (Note [higher-order gradients]).
+std::vector<Tensor> softmax_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("softmax_backward");
+  const int64_t dim = ctx.attrs.i("dim");
+  const Tensor& g = ctx.inputs[0];
+  const Tensor& y = ctx.inputs[1];
+  std::vector<Tensor> r(2);
+  if (ctx.needs_grad(0)) r[0] = dispatch1(o, {gg[0], y}, Attrs{{"dim", dim}});
+  if (ctx.needs_grad(1)) {
+    r[1] = sub(mul(gg[0], sub(g, sum(mul(g, y), {dim}, true))), mul(g, sum(mul(gg[0], y), {dim}, true)));
+  }
+  return r;
+}
+
+// The log_softmax_backward row g - exp(y) sum(g): for g, gg - sum(gg exp(y));
+// for y, -gg exp(y) sum(g).
+std::vector<Tensor> log_softmax_backward_backward(const BackwardContext& ctx,
+                                                  std::span<const Tensor> gg) {
+  const int64_t dim = ctx.attrs.i("dim");
+  const Tensor& g = ctx.inputs[0];
+  const Tensor p = exp(ctx.inputs[1]);
+  std::vector<Tensor> r(2);
+  if (ctx.needs_grad(0)) r[0] = sub(gg[0], sum(mul(gg[0], p), {dim}, true));
+  if (ctx.needs_grad(1)) r[1] = neg(mul(mul(gg[0], p), sum(g, {dim}, true)));
+  return r;
+}
+
 // ---- cross_entropy, nll_loss -----------------------------------------------------
 
 /// Checks (input, target) of a class-index loss: input (C), (N, C) or
@@ -196,6 +225,28 @@ std::vector<Tensor> mse_loss_backward(const BackwardContext& ctx, std::span<cons
   return r;
 }
 
+// The mse_loss_backward row (g, a, b) -> 2 (a - b) g / n (n: the element
+// count for "mean", else 1; g a scalar unless "none"): linear in each input.
+std::vector<Tensor> mse_loss_backward_backward(const BackwardContext& ctx,
+                                               std::span<const Tensor> gg) {
+  const int64_t reduction = ctx.attrs.i("reduction");
+  const Tensor& g = ctx.inputs[0];
+  const Tensor& a = ctx.inputs[1];
+  const Tensor& b = ctx.inputs[2];
+  const double scale = reduction == kReductionMean ? 2.0 / double(a.numel()) : 2.0;
+  std::vector<Tensor> r(3);
+  if (ctx.needs_grad(0)) {
+    Tensor d = mul(mul(gg[0], sub(a, b)), scale);
+    r[0] = reduction == kReductionNone ? d : reshape(sum(d), ctx.input_metas[0].shape);
+  }
+  if (ctx.needs_grad(1) || ctx.needs_grad(2)) {
+    const Tensor d = mul(mul(gg[0], g), scale);
+    if (ctx.needs_grad(1)) r[1] = d;
+    if (ctx.needs_grad(2)) r[2] = neg(d);
+  }
+  return r;
+}
+
 }  // namespace
 
 void register_loss_ops() {
@@ -245,12 +296,13 @@ void register_loss_ops() {
   mse.inputs(2);
   R.define(std::move(mse));
 
-  // Kernels of backward rules (run under NoGradGuard: no backward of their own).
+  // Kernels of backward rules; those with a backward of their own can be
+  // differentiated again (create_graph).
   R.define(OpDef{.name = "softmax_backward", .params = {i("dim")}, .infer = infer_softmax_backward, .cost = loss_cost,
-                 .save = kSaveNone,
+                 .backward = softmax_backward_backward, .save = kSaveInputs,
                  .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "log_softmax_backward", .params = {i("dim")}, .infer = infer_softmax_backward,
-                 .cost = loss_cost, .save = kSaveNone,
+                 .cost = loss_cost, .backward = log_softmax_backward_backward, .save = kSaveInputs,
                  .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "cross_entropy_backward", .params = kClassLoss, .infer = infer_cross_entropy_backward,
                  .cost = loss_cost, .save = kSaveNone,
@@ -258,7 +310,7 @@ void register_loss_ops() {
   R.define(OpDef{.name = "nll_loss_backward", .params = kNllGrad, .infer = infer_nll_loss_backward, .save = kSaveNone,
                  .min_inputs = 2, .max_inputs = 2});
   R.define(OpDef{.name = "mse_loss_backward", .params = {i("reduction", 1)}, .infer = infer_mse_loss_backward, .cost = loss_cost,
-                 .save = kSaveNone,
+                 .backward = mse_loss_backward_backward, .save = kSaveInputs,
                  .min_inputs = 3, .max_inputs = 3});
 }
 

@@ -78,6 +78,12 @@ std::vector<Tensor> dropout_backward(const BackwardContext& ctx, std::span<const
   return {dispatch1(o, {g[0], ctx.outputs[1]}, Attrs{{"p", ctx.attrs.f("p")}})};
 }
 
+// The dropout_backward row is linear in g (Note [higher-order gradients]).
+std::vector<Tensor> dropout_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("dropout_backward");
+  return {dispatch1(o, {gg[0], ctx.inputs[1]}, Attrs{{"p", ctx.attrs.f("p")}}), Tensor()};
+}
+
 }  // namespace
 
 void register_nn_functional_ops() {
@@ -95,7 +101,8 @@ void register_nn_functional_ops() {
   drop.scalar_flops_per_element = 640;  // Philox draws: Note [scores]
   drop.inputs(1);
   R.define(std::move(drop));
-  R.define(OpDef{.name = "dropout_backward", .params = {param::f("p")}, .infer = infer_dropout_backward, .save = kSaveNone,
+  R.define(OpDef{.name = "dropout_backward", .params = {param::f("p")}, .infer = infer_dropout_backward,
+                 .backward = dropout_backward_backward, .save = kSaveInputs, .nondiff_inputs = 1u << 1,
                  .min_inputs = 2, .max_inputs = 2});
 }
 

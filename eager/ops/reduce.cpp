@@ -117,6 +117,14 @@ std::vector<Tensor> mean_backward(const BackwardContext& ctx, std::span<const Te
   return {sum_grad(g[0], ctx, reduced_count(ctx.input_metas[0].shape, ctx.attrs.ints("dims")))};
 }
 
+// The sum_backward row is linear in g: its gradient sums gg back over the
+// dims (Note [higher-order gradients]).
+std::vector<Tensor> sum_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  Tensor r = sum(gg[0], ctx.attrs.ints("dims"), /*keepdim=*/true);
+  if (const int64_t divisor = ctx.attrs.i("divisor"); divisor != 1) r = div(r, double(divisor));
+  return {reshape(r, ctx.input_metas[0].shape)};
+}
+
 // sum_backward row: g (the reduced shape, keepdim or not) → attrs' shape.
 void infer_sum_backward(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
   const Shape& shape = a.ints("shape");
@@ -281,9 +289,10 @@ void register_reduce_ops() {
   argmax.inputs(1);
   R.define(std::move(argmax));
 
-  // Kernels of backward rules (run under NoGradGuard: no backward of their own).
+  // Kernels of backward rules; those with a backward of their own can be
+  // differentiated again (create_graph).
   R.define(OpDef{.name = "sum_backward", .params = {ints("shape"), ints("dims"), i("divisor")},
-                 .infer = infer_sum_backward, .save = kSaveNone,
+                 .infer = infer_sum_backward, .backward = sum_backward_backward, .save = kSaveNone,
                  .min_inputs = 1, .max_inputs = 1});
   R.define(OpDef{.name = "var_backward", .params = {ints("dims"), i("correction")}, .infer = infer_var_backward, .cost = reduce_cost,
                  .save = kSaveNone,

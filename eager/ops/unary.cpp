@@ -201,6 +201,88 @@ std::vector<Tensor> erf_backward(const BackwardContext& ctx, std::span<const Ten
   return {mul(g[0], mul(exp(neg(mul(x, x))), M_2_SQRTPI))};
 }
 
+// ---- the fused backward rows' own backward -----------------------------------------
+// Note [higher-order gradients]: the rows (g, saved) -> g * f'(saved) are
+// linear in g, so their gradient for g is the row itself applied to gg; for
+// the saved tensor it is gg * g * d f'(saved) / d saved.
+
+// relu'(y) and |x|' are piecewise constant: nothing for the saved tensor.
+std::vector<Tensor> relu_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("relu_backward");
+  return {fused_backward(o, gg[0], ctx.inputs[1]), Tensor()};
+}
+
+std::vector<Tensor> abs_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("abs_backward");
+  return {fused_backward(o, gg[0], ctx.inputs[1]), Tensor()};
+}
+
+// tanh' = 1 - y^2: d/dy = -2y.
+std::vector<Tensor> tanh_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("tanh_backward");
+  const Tensor& g = ctx.inputs[0];
+  const Tensor& y = ctx.inputs[1];
+  std::vector<Tensor> r(2);
+  if (ctx.needs_grad(0)) r[0] = fused_backward(o, gg[0], y);
+  if (ctx.needs_grad(1)) r[1] = mul(mul(gg[0], g), mul(y, -2.0));
+  return r;
+}
+
+// sigmoid' = y (1 - y): d/dy = 1 - 2y.
+std::vector<Tensor> sigmoid_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("sigmoid_backward");
+  const Tensor& g = ctx.inputs[0];
+  const Tensor& y = ctx.inputs[1];
+  std::vector<Tensor> r(2);
+  if (ctx.needs_grad(0)) r[0] = fused_backward(o, gg[0], y);
+  if (ctx.needs_grad(1)) r[1] = mul(mul(gg[0], g), add(mul(y, -2.0), 1.0));
+  return r;
+}
+
+// silu' = s (1 + x (1 - s)), s = sigmoid(x): silu'' = s (1 - s) (2 + x (1 - 2s)).
+std::vector<Tensor> silu_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("silu_backward");
+  const Tensor& g = ctx.inputs[0];
+  const Tensor& x = ctx.inputs[1];
+  std::vector<Tensor> r(2);
+  if (ctx.needs_grad(0)) r[0] = fused_backward(o, gg[0], x);
+  if (ctx.needs_grad(1)) {
+    const Tensor s = sigmoid(x);
+    const Tensor second = mul(mul(s, (1.0 - s)), add(mul(x, add(mul(s, -2.0), 1.0)), 2.0));
+    r[1] = mul(mul(gg[0], g), second);
+  }
+  return r;
+}
+
+// gelu (erf): gelu'' = phi(x) (2 - x^2). tanh form, with u = c (x + a x^3),
+// t = tanh(u): gelu'' = (1 - t^2) (u' - x t u'^2 + x u'' / 2).
+std::vector<Tensor> gelu_backward_backward(const BackwardContext& ctx, std::span<const Tensor> gg) {
+  static const OpDef& o = op("gelu_backward");
+  const Tensor& g = ctx.inputs[0];
+  const Tensor& x = ctx.inputs[1];
+  const bool tanh_form = ctx.attrs.b("tanh");
+  std::vector<Tensor> r(2);
+  if (ctx.needs_grad(0)) r[0] = fused_backward(o, gg[0], x, Attrs{{"tanh", tanh_form}});
+  if (ctx.needs_grad(1)) {
+    Tensor second;
+    const Tensor x2 = mul(x, x);
+    if (!tanh_form) {
+      const Tensor phi = mul(exp(mul(x2, -0.5)), 0.5 * M_2_SQRTPI * M_SQRT1_2);
+      second = mul(phi, (2.0 - x2));
+    } else {
+      constexpr double kC = 0.7978845608028654;  // sqrt(2 / pi)
+      constexpr double kA = 0.044715;
+      const Tensor t = tanh(mul(add(x, mul(mul(x2, x), kA)), kC));
+      const Tensor du = mul(add(mul(x2, 3.0 * kA), 1.0), kC);
+      const Tensor d2u = mul(x, 6.0 * kA * kC);
+      const Tensor inner = add(sub(du, mul(mul(x, t), mul(du, du))), mul(mul(x, d2u), 0.5));
+      second = mul((1.0 - mul(t, t)), inner);
+    }
+    r[1] = mul(mul(gg[0], g), second);
+  }
+  return r;
+}
+
 // ---- rows ---------------------------------------------------------------------------
 
 OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t save,
@@ -256,12 +338,12 @@ void register_unary_ops() {
   define_row("erf", infer_unary<"erf", K::kFloatingResult>, erf_backward, kSaveInputs, false);
 
   // Fused backward ops (grad_out, saved) → grad_in; not differentiable themselves.
-  define_row("relu_backward", infer_activation_backward<"relu_backward">, nullptr, kSaveNone, false);
-  define_row("sigmoid_backward", infer_activation_backward<"sigmoid_backward">, nullptr, kSaveNone, false);
-  define_row("tanh_backward", infer_activation_backward<"tanh_backward">, nullptr, kSaveNone, false);
-  define_row("abs_backward", infer_activation_backward<"abs_backward">, nullptr, kSaveNone, false);
-  define_row("silu_backward", infer_activation_backward<"silu_backward">, nullptr, kSaveNone, false).scalar_flops_per_element = 110;
-  define_row("gelu_backward", infer_activation_backward<"gelu_backward">, nullptr, kSaveNone, false, kNoCast, kGelu).scalar_flops_per_element = 180;
+  define_row("relu_backward", infer_activation_backward<"relu_backward">, relu_backward_backward, kSaveInputs, false);
+  define_row("sigmoid_backward", infer_activation_backward<"sigmoid_backward">, sigmoid_backward_backward, kSaveInputs, false);
+  define_row("tanh_backward", infer_activation_backward<"tanh_backward">, tanh_backward_backward, kSaveInputs, false);
+  define_row("abs_backward", infer_activation_backward<"abs_backward">, abs_backward_backward, kSaveInputs, false);
+  define_row("silu_backward", infer_activation_backward<"silu_backward">, silu_backward_backward, kSaveInputs, false).scalar_flops_per_element = 110;
+  define_row("gelu_backward", infer_activation_backward<"gelu_backward">, gelu_backward_backward, kSaveInputs, false, kNoCast, kGelu).scalar_flops_per_element = 180;
 }
 
 }  // namespace ops

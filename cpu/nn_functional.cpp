@@ -1,7 +1,12 @@
 // Kernels of embedding (row gather, deterministic row scatter-add for the
-// gradient) and dropout (Philox mask, Note [replay equals original]).
+// gradient), dropout (Philox mask, Note [replay equals original]), one_hot
+// and multinomial (Philox draws, sequential per row).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "core/element.h"
 
 #include "core/philox.h"
 #include "cpu/kernels.h"
@@ -178,6 +183,119 @@ void dropout_backward_kernel(const KernelContext& c) {
   });
 }
 
+// ---- one_hot -------------------------------------------------------------------------
+
+// inputs: indices int64 (*); attrs num_classes → int64 (*, num_classes).
+// The indices are checked serially first (IndexError).
+void one_hot_kernel(const KernelContext& c) {
+  const TensorArg &idx = c.inputs[0], &out = c.outputs[0];
+  const int64_t classes = c.attrs.i("num_classes");
+  const int64_t n = idx.numel();
+  const int64_t* v = idx.ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    DTR_CHECK(v[i] >= 0, IndexError,
+              "one_hot: class values must be non-negative, got {} at position {} of indices of shape {}",
+              v[i], i, shape_str(idx.shape));
+    DTR_CHECK(v[i] < classes, IndexError,
+              "one_hot: class values must be smaller than num_classes = {}, got {} at position {} of "
+              "indices of shape {}",
+              classes, v[i], i, shape_str(idx.shape));
+  }
+  int64_t* y = out.ptr<int64_t>();
+  parallel_for(n, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, classes)), [&](int64_t b, int64_t e) {
+    std::fill(y + b * classes, y + e * classes, int64_t{0});
+    for (int64_t i = b; i < e; ++i) y[i * classes + v[i]] = 1;
+  });
+}
+
+// ---- multinomial ------------------------------------------------------------------
+
+/// A uniform double in [0, 1) from two 32-bit draws (53 random bits).
+double uniform53(uint32_t hi, uint32_t lo) {
+  return double(((uint64_t(hi) << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// inputs: probs (C) or (R, C), contiguous; attrs num_samples, replacement →
+// int64 (R, num_samples). Every row is checked first, serially (ValueError).
+// Sample s of row r uses the uniform u of draws 2i, 2i+1 (i = r *
+// num_samples + s) and picks the first category whose running sum of the
+// remaining weights exceeds u * (their total), summed in category order in
+// double; without replacement the chosen weight is then set to 0.
+void multinomial_kernel(const KernelContext& c) {
+  const TensorArg &p = c.inputs[0], &out = c.outputs[0];
+  const int64_t categories = p.shape.back();
+  const int64_t rows = p.dim() == 2 ? p.shape[0] : 1;
+  const int64_t samples = c.attrs.i("num_samples");
+  const bool replacement = c.attrs.b("replacement");
+  const int64_t psz = itemsize(p.dtype);
+  std::vector<double> w(size_t(rows * categories));
+  for (int64_t i = 0; i < rows * categories; ++i) w[size_t(i)] = load_as_double(p.data + i * psz, p.dtype);
+  for (int64_t r = 0; r < rows; ++r) {
+    double total = 0;
+    int64_t nonzero = 0;
+    for (int64_t j = 0; j < categories; ++j) {
+      const double v = w[size_t(r * categories + j)];
+      DTR_CHECK(std::isfinite(v) && v >= 0, ValueError,
+                "multinomial: probability tensor contains either inf, nan or element < 0 (value {} "
+                "at row {}, category {})",
+                v, r, j);
+      total += v;
+      nonzero += v > 0 ? 1 : 0;
+    }
+    DTR_CHECK(total > 0, ValueError,
+              "multinomial: invalid multinomial distribution (sum of probabilities <= 0) at row {}", r);
+    DTR_CHECK(replacement || samples <= nonzero, ValueError,
+              "multinomial: invalid multinomial distribution (with replacement=False, not enough "
+              "non-zero categories to sample): {} samples, {} non-zero categories at row {}",
+              samples, nonzero, r);
+  }
+  const RngState rng = c.rng;
+  int64_t* y = out.ptr<int64_t>();
+  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+    PhiloxStream draw(rng);
+    for (int64_t r = b; r < e; ++r) {
+      std::vector<double> weights(w.begin() + r * categories, w.begin() + (r + 1) * categories);
+      std::vector<double> cumulative(static_cast<size_t>(categories));
+      int64_t last = 0;  // the last category with a non-zero weight
+      double acc = 0;
+      for (int64_t j = 0; j < categories; ++j) {
+        acc += weights[size_t(j)];
+        cumulative[size_t(j)] = acc;
+        if (weights[size_t(j)] > 0) last = j;
+      }
+      for (int64_t s = 0; s < samples; ++s) {
+        const uint64_t i = uint64_t(r * samples + s);
+        const double u = uniform53(draw(2 * i), draw(2 * i + 1));
+        int64_t pick = last;
+        if (replacement) {
+          const double target = u * cumulative.back();
+          const auto it = std::upper_bound(cumulative.begin(), cumulative.end(), target);
+          pick = std::min<int64_t>(last, int64_t(it - cumulative.begin()));
+        } else {
+          double remaining = 0;
+          for (double v : weights) remaining += v;
+          const double target = u * remaining;
+          double run = 0;
+          int64_t last_left = 0;
+          pick = -1;
+          for (int64_t j = 0; j < categories; ++j) {
+            if (weights[size_t(j)] <= 0) continue;
+            last_left = j;
+            run += weights[size_t(j)];
+            if (run > target) {
+              pick = j;
+              break;
+            }
+          }
+          if (pick < 0) pick = last_left;  // u * remaining rounded up to the total
+          weights[size_t(pick)] = 0;
+        }
+        y[r * samples + s] = pick;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void register_nn_functional_kernels() {
@@ -185,6 +303,8 @@ void register_nn_functional_kernels() {
   set_cpu_kernel("embedding_backward", embedding_backward_kernel);
   set_cpu_kernel("dropout", dropout_kernel);
   set_cpu_kernel("dropout_backward", dropout_backward_kernel);
+  set_cpu_kernel("one_hot", one_hot_kernel);
+  set_cpu_kernel("multinomial", multinomial_kernel);
 }
 
 }  // namespace dtr::cpu

@@ -1,5 +1,6 @@
 // Reductions: sum, mean, var, max (whole tensor, and values/indices over a
-// dim), argmax, and the kernels of their backward rules.
+// dim), argmax, argmin, amax, amin, logsumexp, the kernels of their backward
+// rules, and the scan cumsum (sequential along its dim).
 //
 // Every reduction walks one geometry (below) with a fixed accumulation order
 // that depends only on shapes and strides, never on the thread count
@@ -235,17 +236,25 @@ inline bool is_nan(C x) {
   }
 }
 
-/// Largest value and the index of its first occurrence; NaN is larger than
-/// everything (PyTorch propagates NaN through max).
-template <typename T, typename Finish>
-struct MaxOp {
+/// Largest (kMax) or smallest value and the index of its first occurrence;
+/// NaN beats everything either way (PyTorch propagates NaN through max and
+/// min, and argmax/argmin point at it).
+template <typename T, typename Finish, bool kMax = true>
+struct ExtremeOp {
   using C = compute_t<T>;
   struct Acc {
     C v{};
     int64_t i = -1;
   };
   Finish finish;
-  static bool better(C x, const Acc& a) { return a.i < 0 || x > a.v || (is_nan(x) && !is_nan(a.v)); }
+  static bool better(C x, const Acc& a) {
+    if (a.i < 0 || (is_nan(x) && !is_nan(a.v))) return true;
+    if constexpr (kMax) {
+      return x > a.v;
+    } else {
+      return x < a.v;
+    }
+  }
   Acc init(int64_t) const { return Acc{}; }
   void update(Acc& a, T x, int64_t r) const {
     const C c = to_compute(x);
@@ -260,29 +269,37 @@ struct MaxOp {
   }
 };
 template <typename T, typename Finish>
-MaxOp<T, Finish> max_op(Finish f) {
-  return MaxOp<T, Finish>{std::move(f)};
+ExtremeOp<T, Finish> max_op(Finish f) {
+  return ExtremeOp<T, Finish>{std::move(f)};
+}
+template <typename T, typename Finish>
+ExtremeOp<T, Finish, false> min_op(Finish f) {
+  return ExtremeOp<T, Finish, false>{std::move(f)};
 }
 
-/// Sum of squared deviations from a per-output mean (second pass of var).
-template <typename T, typename Finish>
-struct SquaredDeviationOp {
+/// Sum of term(x - c) with a per-output centre c, in double: the squared
+/// deviations from the mean (second pass of var), exp(x - max) (second
+/// pass of logsumexp).
+template <typename T, typename Term, typename Finish>
+struct CentredSumOp {
   struct Acc {
     double sum = 0;
-    double mean = 0;
+    double centre = 0;
   };
-  const double* means;
+  const double* centres;
+  Term term;
   Finish finish;
-  Acc init(int64_t o) const { return Acc{0, means[o]}; }
-  void update(Acc& a, T x, int64_t) const {
-    const double d = double(to_compute(x)) - a.mean;
-    a.sum += d * d;
-  }
+  Acc init(int64_t o) const { return Acc{0, centres[o]}; }
+  void update(Acc& a, T x, int64_t) const { a.sum += term(double(to_compute(x)) - a.centre); }
   void update_run(Acc& a, const T* p, int64_t n, int64_t s, int64_t) const {
     for (int64_t j = 0; j < n; ++j) update(a, p[j * s], 0);
   }
   void combine(Acc& a, const Acc& b) const { a.sum += b.sum; }
 };
+template <typename T, typename Term, typename Finish>
+CentredSumOp<T, Term, Finish> centred_sum_op(const double* centres, Term term, Finish finish) {
+  return CentredSumOp<T, Term, Finish>{centres, std::move(term), std::move(finish)};
+}
 
 /// Mean over the reduced dims of each output of `g`, in double.
 template <typename T>
@@ -341,8 +358,9 @@ void var_kernel(const KernelContext& c) {
     using T = decltype(tag);
     const std::vector<double> means = reduce_means(g, in.ptr<T>());
     T* y = out.ptr<T>();
-    auto finish = [y, divisor](int64_t o, const auto& a) { y[o] = from_compute<T>(a.sum / divisor); };
-    SquaredDeviationOp<T, decltype(finish)> op{means.data(), finish};
+    auto op = centred_sum_op<T>(
+        means.data(), [](double d) { return d * d; },
+        [y, divisor](int64_t o, const auto& a) { y[o] = from_compute<T>(a.sum / divisor); });
     run_reduce(g, in.ptr<T>(), op);
   });
 }
@@ -378,6 +396,95 @@ void max_dim_kernel(const KernelContext& c) {
       indices[o] = a.i;
     });
     run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+// argmin: like argmax with the smallest element.
+void argmin_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const Geometry g = make_geometry(in, Shape{c.attrs.i("dim")});
+  all_dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t* indices = c.outputs[0].ptr<int64_t>();
+    auto op = min_op<T>([indices](int64_t o, const auto& a) { indices[o] = a.i; });
+    run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+// amax, amin: inputs (x); attrs dims (sorted, unique, each non-empty), keepdim → x's dtype.
+template <bool kMax>
+void extreme_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const Geometry g = make_geometry(in, c.attrs.ints("dims"));
+  all_dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = c.outputs[0].ptr<T>();
+    auto finish = [y](int64_t o, const auto& a) { y[o] = from_compute<T>(a.v); };
+    ExtremeOp<T, decltype(finish), kMax> op{finish};
+    run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+// logsumexp: inputs (x, any dtype); attrs dims, keepdim. Two passes in
+// double: the maximum m (0 where infinite, as PyTorch), then
+// m + log(sum(exp(x - m))). The output is floating (float32 for integer x).
+void logsumexp_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  const Geometry g = make_geometry(in, c.attrs.ints("dims"));
+  const int64_t osz = itemsize(out.dtype);
+  all_dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<double> shifts(size_t(g.nout), 0.0);
+    auto mop = max_op<T>([&shifts](int64_t o, const auto& a) {
+      const double m = a.i < 0 ? 0.0 : double(a.v);
+      shifts[size_t(o)] = std::isinf(m) ? 0.0 : m;
+    });
+    run_reduce(g, in.ptr<T>(), mop);
+    auto op = centred_sum_op<T>(
+        shifts.data(), [](double d) { return std::exp(d); },
+        [&](int64_t o, const auto& a) { store_from_double(out.data + o * osz, out.dtype, std::log(a.sum) + a.centre); });
+    run_reduce(g, in.ptr<T>(), op);
+  });
+}
+
+/// cumsum along `dim` of a contiguous `shape`: each line (outer, inner)
+/// accumulates sequentially, forward or (kReverse, the gradient) backward.
+/// Floating values accumulate in double, integers and bool in int64.
+template <bool kReverse>
+void cumsum_kernel(const KernelContext& c) {
+  const TensorArg& in = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  const int64_t dim = c.attrs.i("dim");
+  int64_t outer = 1, inner = 1, size = 1;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    const int64_t n = in.shape[size_t(d)];
+    if (d < dim) outer *= n;
+    if (d == dim) size = n;
+    if (d > dim) inner *= n;
+  }
+  all_dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = sum_acc_t<T>;
+    using Out = std::conditional_t<is_float_storage_v<T>, T, int64_t>;
+    const T* x = in.ptr<T>();
+    Out* y = out.ptr<Out>();
+    parallel_for(outer * inner, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, size)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t line = b; line < e; ++line) {
+                     const int64_t base = (line / inner) * size * inner + line % inner;
+                     A acc = 0;
+                     for (int64_t j = 0; j < size; ++j) {
+                       const int64_t at = base + (kReverse ? size - 1 - j : j) * inner;
+                       acc += A(to_compute(x[at]));
+                       if constexpr (is_float_storage_v<T>) {
+                         y[at] = from_compute<T>(acc);
+                       } else {
+                         y[at] = acc;
+                       }
+                     }
+                   }
+                 });
   });
 }
 
@@ -510,6 +617,12 @@ void register_reduce_kernels() {
   set_cpu_kernel("max", max_kernel);
   set_cpu_kernel("max_dim", max_dim_kernel);
   set_cpu_kernel("argmax", max_dim_kernel);
+  set_cpu_kernel("argmin", argmin_kernel);
+  set_cpu_kernel("amax", extreme_kernel<true>);
+  set_cpu_kernel("amin", extreme_kernel<false>);
+  set_cpu_kernel("logsumexp", logsumexp_kernel);
+  set_cpu_kernel("cumsum", cumsum_kernel<false>);
+  set_cpu_kernel("cumsum_backward", cumsum_kernel<true>);
   set_cpu_kernel("sum_backward", sum_backward_kernel);
   set_cpu_kernel("var_backward", var_backward_kernel);
   set_cpu_kernel("max_backward", max_backward_kernel);

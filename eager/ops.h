@@ -174,6 +174,30 @@ std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = fals
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 /// Variance with Bessel's `correction` (torch.var(x, dims, correction=1)).
 Tensor var(const Tensor& x, IntList dims = {}, int64_t correction = 1, bool keepdim = false);
+/// Index of the smallest element along `dim`, first occurrence on ties (torch.argmin).
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Largest / smallest element over `dims` (torch.amax, torch.amin); the
+/// gradient is shared evenly among tied extremes. IndexError for a reduced
+/// dim of size 0.
+Tensor amax(const Tensor& x, IntList dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, IntList dims = {}, bool keepdim = false);
+/// log(sum(exp(x))) over `dims`, computed stably (torch.logsumexp); integer
+/// inputs give float32.
+Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim = false);
+/// Cumulative sum along `dim`, sequential (torch.cumsum); integer and bool
+/// inputs give int64.
+Tensor cumsum(const Tensor& x, int64_t dim);
+
+// ---- sorting (eager/ops/sort.cpp) --------------------------------------------
+// (values, int64 indices) along `dim`. NaN counts as the largest value; equal
+// values keep the lower index first (stable), so a replay selects the same
+// indices. Gradients scatter back to the indices.
+/// torch.sort(x, dim, descending, stable=True).
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+/// torch.topk: the k largest (smallest unless `largest`) along `dim`, in
+/// sorted order. IndexError for k outside [0, size of dim].
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
 
 // ---- linear algebra (eager/ops/linalg.cpp) -----------------------------------
 /// torch.matmul: 1-D/2-D/batched with broadcasting of batch dims.
@@ -210,6 +234,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 /// Zeroes elements with probability p and scales the rest by 1/(1-p); mask
 /// from Philox at the recorded (seed, offset).
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+/// torch.nn.functional.one_hot: int64 indices (*) → int64 (*, num_classes);
+/// -1 infers max + 1. IndexError for an index < 0 or >= num_classes.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+/// torch.multinomial: int64 samples from the rows of probs (C) or (R, C),
+/// Philox draws at the recorded (seed, offset). ValueError for an invalid
+/// distribution.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 // ---- convolution and pooling (eager/ops/conv.cpp) ----------------------------
 /// x (N, C_in, H, W), weight (C_out, C_in/groups, kH, kW), bias (C_out) or undefined.

@@ -281,6 +281,16 @@ Tensor Tensor::mean() const { return dtr::mean(*this); }
 Tensor Tensor::mean(IntList dims, bool keepdim) const { return dtr::mean(*this, dims, keepdim); }
 Tensor Tensor::max() const { return dtr::max(*this); }
 Tensor Tensor::argmax(int64_t d, bool keepdim) const { return dtr::argmax(*this, d, keepdim); }
+Tensor Tensor::argmin(int64_t d, bool keepdim) const { return dtr::argmin(*this, d, keepdim); }
+Tensor Tensor::amax(IntList dims, bool keepdim) const { return dtr::amax(*this, dims, keepdim); }
+Tensor Tensor::amin(IntList dims, bool keepdim) const { return dtr::amin(*this, dims, keepdim); }
+Tensor Tensor::logsumexp(IntList dims, bool keepdim) const { return dtr::logsumexp(*this, dims, keepdim); }
+Tensor Tensor::cumsum(int64_t d) const { return dtr::cumsum(*this, d); }
+std::tuple<Tensor, Tensor> Tensor::sort(int64_t d, bool descending) const { return dtr::sort(*this, d, descending); }
+std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest, bool sorted) const {
+  return dtr::topk(*this, k, d, largest, sorted);
+}
+Tensor Tensor::multinomial(int64_t n, bool replacement) const { return dtr::multinomial(*this, n, replacement); }
 Tensor Tensor::softmax(int64_t d) const { return dtr::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return dtr::log_softmax(*this, d); }
 Tensor Tensor::view(IntList s) const { return dtr::view(*this, s); }

@@ -1,6 +1,9 @@
-// embedding (torch.nn.functional.embedding) and dropout
+// embedding (torch.nn.functional.embedding), dropout
 // (torch.nn.functional.dropout), with the gradient ops their backward rules
-// call. Kernels: cpu/nn_functional.cpp.
+// call, one_hot (torch.nn.functional.one_hot) and multinomial
+// (torch.multinomial). Kernels: cpu/nn_functional.cpp.
+#include <algorithm>
+
 #include "eager/ops/registration.h"
 
 namespace dtr {
@@ -84,6 +87,44 @@ std::vector<Tensor> dropout_backward_backward(const BackwardContext& ctx, std::s
   return {dispatch1(o, {gg[0], ctx.inputs[1]}, Attrs{{"p", ctx.attrs.f("p")}}), Tensor()};
 }
 
+// ---- one_hot ----------------------------------------------------------------------
+
+// inputs: indices int64 (*) → int64 (*, num_classes). The values are checked
+// by the kernel (IndexError).
+void infer_one_hot(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  DTR_CHECK(in[0].dtype == kInt64, TypeError,
+            "one_hot: is only applicable to index tensors of dtype int64, got {} of shape {}",
+            dtype_name(in[0].dtype), shape_str(in[0].shape));
+  const int64_t num_classes = a.i("num_classes");
+  DTR_CHECK(num_classes >= 0, ValueError, "one_hot: num_classes must be non-negative, got {}", num_classes);
+  Shape shape = in[0].shape;
+  shape.push_back(num_classes);
+  out.push_back(out_meta(shape, kInt64, in[0].device));
+}
+
+// ---- multinomial -------------------------------------------------------------------
+
+// inputs: probs floating (C) or (R, C) → int64 (num_samples) or (R, num_samples).
+// The values (non-negative, finite, a positive sum, enough non-zero
+// categories without replacement) are checked by the kernel (ValueError).
+void infer_multinomial(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const TensorMeta& p = in[0];
+  DTR_CHECK(is_floating(p.dtype), TypeError,
+            "multinomial: only floating point probabilities are supported, got {} of shape {}",
+            dtype_name(p.dtype), shape_str(p.shape));
+  DTR_CHECK(p.dim() == 1 || p.dim() == 2, ValueError,
+            "multinomial: prob_dist must be 1 or 2 dim, got shape {}", shape_str(p.shape));
+  const int64_t n = a.i("num_samples"), categories = p.shape.back();
+  DTR_CHECK(n > 0, ValueError, "multinomial: cannot sample n_sample <= 0 samples (num_samples = {})", n);
+  DTR_CHECK(a.b("replacement") || n <= categories, ValueError,
+            "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
+            "({} samples, {} categories)",
+            n, categories);
+  Shape shape = p.shape;
+  shape.back() = n;
+  out.push_back(out_meta(shape, kInt64, p.device));
+}
+
 }  // namespace
 
 void register_nn_functional_ops() {
@@ -104,6 +145,18 @@ void register_nn_functional_ops() {
   R.define(OpDef{.name = "dropout_backward", .params = {param::f("p")}, .infer = infer_dropout_backward,
                  .backward = dropout_backward_backward, .save = kSaveInputs, .nondiff_inputs = 1u << 1,
                  .min_inputs = 2, .max_inputs = 2});
+
+  // Not differentiable: integer outputs.
+  OpDef oh{.name = "one_hot", .params = {param::i("num_classes")}, .infer = infer_one_hot, .save = kSaveNone};
+  oh.inputs(1);
+  R.define(std::move(oh));
+
+  // Two Philox draws per sample (one 53-bit uniform), at the recorded (seed, offset).
+  OpDef mn{.name = "multinomial", .params = {param::i("num_samples"), param::b("replacement", false)},
+           .infer = infer_multinomial, .save = kSaveNone};
+  mn.flags.random = true;
+  mn.inputs(1);
+  R.define(std::move(mn));
 }
 
 }  // namespace ops
@@ -130,6 +183,45 @@ Tensor dropout(const Tensor& x, double p, bool training) {
             "dropout: probability has to be between 0 and 1, but got {}", p);
   if (!training || p == 0.0) return x;
   return dispatch(o, std::vector<Tensor>{x}, Attrs{{"p", p}})[0];
+}
+
+/// torch.nn.functional.one_hot(indices, num_classes): indices int64 of any
+/// shape (*) → int64 (*, num_classes), 1 at each index and 0 elsewhere.
+/// num_classes = -1 infers max(indices) + 1 (reading the indices). Not
+/// differentiable. Throws TypeError for indices not int64, ValueError for
+/// num_classes < -1 or for -1 with empty indices, IndexError for a
+/// negative index or one >= num_classes.
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  static const OpDef& o = op("one_hot");
+  DTR_CHECK(indices.defined(), ValueError, "one_hot: indices are undefined");
+  DTR_CHECK(indices.dtype() == kInt64, TypeError,
+            "one_hot: is only applicable to index tensors of dtype int64, got {} of shape {}",
+            dtype_name(indices.dtype()), shape_str(indices.shape()));
+  DTR_CHECK(num_classes >= -1, ValueError, "one_hot: num_classes must be -1 or non-negative, got {}",
+            num_classes);
+  if (num_classes == -1) {
+    DTR_CHECK(indices.numel() > 0, ValueError,
+              "one_hot: can not infer the total number of classes from an empty tensor (shape {})",
+              shape_str(indices.shape()));
+    num_classes = std::max<int64_t>(0, max(indices).item<int64_t>() + 1);
+  }
+  return dispatch1(o, {indices}, Attrs{{"num_classes", num_classes}});
+}
+
+/// torch.multinomial(probs, num_samples, replacement): int64 category
+/// indices drawn from each row of probs (1-D (C) → (num_samples); 2-D (R, C)
+/// → (R, num_samples)), each row a distribution up to scale (non-negative,
+/// finite, positive sum). Without replacement a category is drawn at most
+/// once per row. Sample s of row r reads Philox draws 2(r * num_samples + s)
+/// and the next at the (seed, offset) reserved at dispatch, so a replay
+/// draws the same samples; zero-probability categories are never drawn.
+/// Not differentiable. Throws TypeError for non-floating probs, ValueError
+/// for probs not 1-D or 2-D, num_samples <= 0, a negative, infinite or NaN
+/// probability, a row summing to 0, and without replacement for more
+/// samples than categories with non-zero probability.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
+  static const OpDef& o = op("multinomial");
+  return dispatch1(o, {probs}, Attrs{{"num_samples", num_samples}, {"replacement", replacement}});
 }
 
 }  // namespace dtr

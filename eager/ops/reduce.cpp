@@ -1,9 +1,12 @@
-// Reductions: sum, mean, var, max, argmax.
+// Reductions: sum, mean, var, max, argmax, argmin, amax, amin, logsumexp,
+// and the scan cumsum.
 // PyTorch: torch.sum, torch.mean, torch.var(correction=), torch.max,
-// torch.argmax. Kernels in cpu/reduce.cpp; every reduction has a fixed
+// torch.argmax, torch.argmin, torch.amax, torch.amin, torch.logsumexp,
+// torch.cumsum. Kernels in cpu/reduce.cpp; every reduction has a fixed
 // accumulation order independent of the thread count (Note [determinism]).
 #include <algorithm>
 
+#include "eager/ops/elementwise.h"
 #include "eager/ops/registration.h"
 
 namespace dtr {
@@ -29,6 +32,11 @@ Shape reduce_dims(IntList dims, int64_t ndim, std::string_view op) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+/// Runs the reduction row `o` (attributes dims, keepdim) over `dims` of x.
+Tensor reduce_over(const OpDef& o, const Tensor& x, IntList dims, bool keepdim) {
+  return dispatch1(o, {x}, Attrs{{"dims", reduce_dims(dims, x.dim(), o.name)}, {"keepdim", keepdim}});
 }
 
 /// Checks the recorded `dims` attribute against the input (rows may be
@@ -241,6 +249,89 @@ void infer_max_dim_backward(std::span<const TensorMeta> in, const Attrs& a,
   out.push_back(out_meta(shape, in[0].dtype, in[0].device));
 }
 
+// ---- argmin, amax, amin --------------------------------------------------------------
+
+void infer_argmin(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  out.push_back(out_meta(infer_dim_reduction(in[0], a, "argmin"), kInt64, in[0].device));
+}
+
+/// amax, amin: the dims attribute checked, every reduced dim non-empty
+/// (IndexError, as PyTorch); the result has the input's dtype.
+template <OpName Name>
+void infer_extreme(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const std::string_view name = Name.view();
+  const Shape& dims = a.ints("dims");
+  check_dims_attr(in[0], dims, name);
+  for (int64_t d : dims) {
+    DTR_CHECK(in[0].shape[size_t(d)] > 0, IndexError,
+              "{}: expected reduction dim {} to have non-zero size (input shape {})", name, d,
+              shape_str(in[0].shape));
+  }
+  out.push_back(out_meta(reduced_shape(in[0].shape, dims, a.b("keepdim")), in[0].dtype, in[0].device));
+}
+
+/// The gradient of amax/amin: g shared evenly among the elements equal to
+/// the result, (g / count) * (x == result), as PyTorch's scale_grad_by_count.
+std::vector<Tensor> extreme_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  const TensorMeta& x = ctx.input_metas[0];
+  const Shape& dims = ctx.attrs.ints("dims");
+  const Shape kept = reduced_shape(x.shape, dims, true);
+  const Tensor selected = eq(ctx.inputs[0], reshape(ctx.outputs[0], kept)).to(x.dtype);
+  const Tensor count = sum(selected, dims, true);
+  return {mul(div(reshape(g[0], kept), count), selected)};
+}
+
+// ---- logsumexp ----------------------------------------------------------------------
+
+// Floating inputs keep their dtype; integer and bool inputs give float32, as PyTorch.
+void infer_logsumexp(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const Shape& dims = a.ints("dims");
+  check_dims_attr(in[0], dims, "logsumexp");
+  const DType dt = is_floating(in[0].dtype) ? in[0].dtype : kFloat32;
+  out.push_back(out_meta(reduced_shape(in[0].shape, dims, a.b("keepdim")), dt, in[0].device));
+}
+
+// d logsumexp(x) = exp(x - logsumexp(x)).
+std::vector<Tensor> logsumexp_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  const Shape kept = reduced_shape(ctx.input_metas[0].shape, ctx.attrs.ints("dims"), true);
+  return {mul(reshape(g[0], kept), exp(sub(ctx.inputs[0], reshape(ctx.outputs[0], kept))))};
+}
+
+// ---- cumsum -------------------------------------------------------------------------
+
+// cumsum and cumsum_backward (the reversed scan): floating inputs keep their
+// dtype, integer and bool inputs give int64 (cumsum only; its gradient row is
+// floating).
+template <OpName Name>
+void infer_cumsum(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  const std::string_view name = Name.view();
+  const int64_t dim = a.i("dim");
+  DTR_CHECK((in[0].dim() == 0 && dim == 0) || (dim >= 0 && dim < in[0].dim()), IndexError,
+            "{}: dimension {} out of range for an input of shape {}", name, dim, shape_str(in[0].shape));
+  if (name == "cumsum_backward") check_floating(name, in[0], "gradient");
+  const DType dt = is_floating(in[0].dtype) ? in[0].dtype : kInt64;
+  out.push_back(out_meta(in[0].shape, dt, in[0].device));
+}
+
+// The gradient of a cumulative sum is the reversed cumulative sum of g.
+std::vector<Tensor> cumsum_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("cumsum_backward");
+  return {dispatch1(o, {g[0]}, Attrs{{"dim", ctx.attrs.i("dim")}})};
+}
+
+std::vector<Tensor> cumsum_backward_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("cumsum");
+  return {dispatch1(o, {g[0]}, Attrs{{"dim", ctx.attrs.i("dim")}})};
+}
+
+/// Defines a one-input reduction row reading strided inputs, saving `save`.
+OpDef& reduction_row(OpDef row, uint8_t save) {
+  row.flags.strided_inputs = true;
+  row.save = save;
+  row.inputs(1);
+  return OpRegistry::instance().define(std::move(row));
+}
+
 }  // namespace
 
 void register_reduce_ops() {
@@ -283,11 +374,29 @@ void register_reduce_ops() {
   max_dim.inputs(1);
   R.define(std::move(max_dim));
 
-  OpDef argmax{.name = "argmax", .params = kDim, .infer = infer_argmax, .cost = reduce_cost};
-  argmax.flags.strided_inputs = true;
-  argmax.save = kSaveNone;
-  argmax.inputs(1);
-  R.define(std::move(argmax));
+  reduction_row(OpDef{.name = "argmax", .params = kDim, .infer = infer_argmax, .cost = reduce_cost}, kSaveNone);
+  reduction_row(OpDef{.name = "argmin", .params = kDim, .infer = infer_argmin, .cost = reduce_cost}, kSaveNone);
+  // amax, amin, logsumexp: the backward reads x and the result.
+  for (const auto& [name, infer] : {std::pair<const char*, InferFn>{"amax", infer_extreme<"amax">},
+                                    std::pair<const char*, InferFn>{"amin", infer_extreme<"amin">}}) {
+    reduction_row(OpDef{.name = name, .params = kDims, .infer = infer, .cost = reduce_cost,
+                        .backward = extreme_backward},
+                  kSaveInputs | kSaveOutputs);
+  }
+  reduction_row(OpDef{.name = "logsumexp", .params = kDims, .infer = infer_logsumexp, .cost = reduce_cost,
+                      .backward = logsumexp_backward},
+                kSaveInputs | kSaveOutputs);
+
+  OpDef cumsum{.name = "cumsum", .params = {i("dim")}, .infer = infer_cumsum<"cumsum">,
+               .cost = reduce_cost, .backward = cumsum_backward};
+  cumsum.save = kSaveNone;
+  cumsum.inputs(1);
+  R.define(std::move(cumsum));
+  OpDef cumsum_b{.name = "cumsum_backward", .params = {i("dim")}, .infer = infer_cumsum<"cumsum_backward">,
+                 .cost = reduce_cost, .backward = cumsum_backward_backward};
+  cumsum_b.save = kSaveNone;
+  cumsum_b.inputs(1);
+  R.define(std::move(cumsum_b));
 
   // Kernels of backward rules; those with a backward of their own can be
   // differentiated again (create_graph).
@@ -312,14 +421,14 @@ void register_reduce_ops() {
 /// IndexError for a dim out of range and ValueError for a repeated dim.
 Tensor sum(const Tensor& x, IntList dims, bool keepdim) {
   static const OpDef& o = op("sum");
-  return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "sum")}, {"keepdim", keepdim}});
+  return ops::reduce_over(o, x, dims, keepdim);
 }
 
 /// torch.mean(x, dims, keepdim): like sum divided by the reduced count
 /// (NaN for an empty reduction). Floating inputs only: TypeError otherwise.
 Tensor mean(const Tensor& x, IntList dims, bool keepdim) {
   static const OpDef& o = op("mean");
-  return dispatch1(o, {x}, Attrs{{"dims", ops::reduce_dims(dims, x.dim(), "mean")}, {"keepdim", keepdim}});
+  return ops::reduce_over(o, x, dims, keepdim);
 }
 
 /// torch.var(x, dims, correction=, keepdim=): sum((x - mean)^2) /
@@ -357,6 +466,54 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   static const OpDef& o = op("argmax");
   const int64_t d = normalize_dim(dim, x.dim(), "argmax");
   return dispatch1(o, {x}, Attrs{{"dim", d}, {"keepdim", keepdim}});
+}
+
+/// torch.argmin(x, dim, keepdim): the int64 indices of the smallest element
+/// along `dim`, the first occurrence on ties (NaN counts as the minimum, as
+/// PyTorch). Any dtype. IndexError for a dim out of range, ValueError when
+/// the dim has size 0. Not differentiable.
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  static const OpDef& o = op("argmin");
+  const int64_t d = normalize_dim(dim, x.dim(), "argmin");
+  return dispatch1(o, {x}, Attrs{{"dim", d}, {"keepdim", keepdim}});
+}
+
+/// torch.amax(x, dims, keepdim): the largest element over `dims` (empty:
+/// every dim), x's dtype (any), NaN if any reduced element is NaN. The
+/// gradient is shared evenly among the elements equal to the result, as
+/// PyTorch. IndexError for a dim out of range or a reduced dim of size 0,
+/// ValueError for a repeated dim.
+Tensor amax(const Tensor& x, IntList dims, bool keepdim) {
+  static const OpDef& o = op("amax");
+  return ops::reduce_over(o, x, dims, keepdim);
+}
+
+/// torch.amin(x, dims, keepdim): the smallest element over `dims`; as amax.
+Tensor amin(const Tensor& x, IntList dims, bool keepdim) {
+  static const OpDef& o = op("amin");
+  return ops::reduce_over(o, x, dims, keepdim);
+}
+
+/// torch.logsumexp(x, dims, keepdim): log(sum(exp(x))) over `dims` (empty:
+/// every dim), computed stably in double as m + log(sum(exp(x - m))) with m
+/// the maximum (0 where it is infinite, as PyTorch); an empty reduction
+/// gives -inf. Floating inputs keep their dtype, integer and bool inputs
+/// give float32. Gradient g * exp(x - result). IndexError for a dim out of
+/// range, ValueError for a repeated dim.
+Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim) {
+  static const OpDef& o = op("logsumexp");
+  return ops::reduce_over(o, x, dims, keepdim);
+}
+
+/// torch.cumsum(x, dim): y[..., i, ...] = sum of x[..., j, ...] for j <= i
+/// along `dim`, accumulated sequentially in increasing j (in double for
+/// floating inputs, int64 otherwise). Same shape; floating inputs keep their
+/// dtype, integer and bool inputs give int64, as PyTorch. The gradient is
+/// the reversed cumulative sum of g. IndexError for a dim out of range.
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  static const OpDef& o = op("cumsum");
+  const int64_t d = normalize_dim(dim, x.dim(), "cumsum");
+  return dispatch1(o, {x}, Attrs{{"dim", d}});
 }
 
 }  // namespace dtr

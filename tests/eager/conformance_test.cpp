@@ -189,6 +189,33 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("var_all", {var(x[0], {}, 1)}),
       CASE("var_dim", {var(x[0], {1}, 1)}),
       CASE("var_correction0_keepdim", {var(x[0], {0, 2}, 0, true)}),
+      CASE("argmin", {argmin(x[0], 1)}),
+      CASE("argmin_keepdim", {argmin(x[0], -1, true)}),
+      CASE("argmin_method", {x[0].argmin(0)}),
+      CASE("amax_all", {amax(x[0])}),
+      CASE("amax_dims", {amax(x[0], {0, 2})}),
+      CASE("amax_keepdim", {amax(x[0], {-1}, true)}),
+      CASE("amax_int64", {amax(x[0], {1})}),
+      CASE("amin_all", {amin(x[0])}),
+      CASE("amin_dim", {amin(x[0], {1})}),
+      CASE("amin_method_keepdim", {x[0].amin({0, 1}, true)}),
+      CASE("logsumexp", {logsumexp(x[0], {1})}),
+      CASE("logsumexp_keepdim", {logsumexp(x[0], {0, 2}, true)}),
+      CASE("logsumexp_all", {logsumexp(x[0], {})}),
+      CASE("logsumexp_large", {logsumexp(x[0], {-1})}),
+      CASE("logsumexp_method", {x[0].logsumexp({0})}),
+      CASE("cumsum", {cumsum(x[0], 1)}),
+      CASE("cumsum_dim0", {cumsum(x[0], 0)}),
+      CASE("cumsum_method_negative_dim", {x[0].cumsum(-1)}),
+      CASE("cumsum_int64", {cumsum(x[0], 1)}),
+      // ---- sorting
+      CASE("sort", outs(sort(x[0]))),
+      CASE("sort_descending_dim0", outs(sort(x[0], 0, true))),
+      CASE("sort_method", outs(x[0].sort(1, true))),
+      CASE("topk", outs(topk(x[0], 2))),
+      CASE("topk_smallest_dim1", outs(topk(x[0], 2, 1, false))),
+      CASE("topk_method", outs(x[0].topk(1, 0))),
+      CASE("topk_int64", outs(topk(x[0], 2))),
       // ---- matmul / linear
       CASE("matmul_2d", {matmul(x[0], x[1])}),
       CASE("matmul_dot", {matmul(x[0], x[1])}),
@@ -230,6 +257,8 @@ const std::vector<std::pair<std::string, CaseFn>>& cases() {
       CASE("embedding", {embedding(x[0], x[1])}),
       CASE("dropout_eval", {dropout(x[0], 0.5, false)}),
       CASE("dropout_p0", {dropout(x[0], 0.0, true)}),
+      CASE("one_hot", {one_hot(x[0])}),
+      CASE("one_hot_num_classes", {one_hot(x[0], 6)}),
       // ---- convolution and pooling
       CASE("conv2d", {conv2d(x[0], x[1], x[2])}),
       CASE("conv2d_stride_padding", {conv2d(x[0], x[1], x[2], {2, 2}, {1, 1})}),
@@ -825,6 +854,14 @@ InputSpec float_input(Shape shape, double phase) {
   return s;
 }
 
+/// Positive floats in [0.5, 2] (probabilities up to scale), not requiring grad.
+InputSpec positive_input(Shape shape, double phase) {
+  InputSpec s = float_input(std::move(shape), phase);
+  s.requires_grad = false;
+  s.values = formula('f', numel(s.shape), phase, 0.75, 1.25);
+  return s;
+}
+
 struct RandomCase {
   std::string name;
   std::vector<InputSpec> inputs;
@@ -845,6 +882,12 @@ const std::vector<RandomCase>& random_cases() {
        [](const Inputs& x, const CaseRun& r) -> Outputs { return {mul(x[0], randn({3, 4}, options(r)))}; }},
       {"dropout_train", {float_input({4, 6}, 0.8)},
        [](const Inputs& x, const CaseRun&) -> Outputs { return {dropout(x[0], 0.3, true)}; }},
+      {"multinomial", {positive_input({2, 5}, 1.2)},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {multinomial(x[0], 7, true)}; }},
+      {"multinomial_no_replacement", {positive_input({3, 6}, 1.3)},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {x[0].multinomial(4)}; }},
+      {"multinomial_1d", {positive_input({5}, 1.4)},
+       [](const Inputs& x, const CaseRun&) -> Outputs { return {multinomial(x[0], 5, false)}; }},
       {"sdpa_dropout",
        {float_input({2, 3, 4}, 0.9), float_input({2, 3, 4}, 1.0), float_input({2, 3, 5}, 1.1)},
        [](const Inputs& x, const CaseRun&) -> Outputs {

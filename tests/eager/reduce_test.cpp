@@ -1,4 +1,5 @@
-// Reductions: sum, mean, var, max, argmax. Expected values computed with
+// Reductions: sum, mean, var, max, argmax, argmin, amax, amin, logsumexp,
+// and the scan cumsum. Expected values computed with
 // PyTorch (torch.var etc.) or by hand; gradients checked by finite differences.
 #include <cmath>
 #include <limits>
@@ -260,6 +261,142 @@ TEST(Reduce, SumBackwardChecksItsDims) {
                ValueError);
   EXPECT_EQ(dispatch1(row, {g}, Attrs{{"shape", Shape{2, 3}}, {"dims", Shape{1}}, {"divisor", int64_t(1)}}).shape(),
             (Shape{2, 3}));
+}
+
+// ---- argmin, amax, amin ---------------------------------------------------------
+
+TEST(Reduce, ArgminTakesTheFirstOccurrenceAndNaN) {
+  const Tensor x = from_vector(std::vector<double>{2, 1, 1, 3, 0, 5, 0, 0}, {2, 4});
+  EXPECT_EQ(argmin(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(argmin(x, 0, true).shape(), (Shape{1, 4}));
+  EXPECT_EQ(argmin(x, 0).to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 1, 1}));
+  EXPECT_EQ(x.argmin(-1).dtype(), kInt64);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // torch.argmin(torch.tensor([1., nan, 0.])) == 1: NaN counts as the minimum.
+  EXPECT_EQ(argmin(from_vector(std::vector<double>{1, nan, 0}), 0).item<int64_t>(), 1);
+  EXPECT_EQ(argmin(from_vector(std::vector<int64_t>{4, -2, -2}), 0).item<int64_t>(), 1);
+  expect_error<IndexError>([&] { (void)argmin(x, 2); }, "argmin");
+  expect_error<ValueError>([&] { (void)argmin(zeros({2, 0}), 1); }, "argmin");
+}
+
+TEST(Reduce, AmaxAminValuesDtypesAndNaN) {
+  const Tensor x = from_vector(std::vector<double>{1, 3, 3, 2, -1, -1}, {2, 3});
+  EXPECT_TRUE(testing::allclose(amax(x, {1}), {3, 2}, 0));
+  EXPECT_TRUE(testing::allclose(amin(x, {1}), {1, -1}, 0));
+  EXPECT_TRUE(testing::allclose(amax(x), {3}, 0));
+  EXPECT_EQ(amax(x).dim(), 0);
+  EXPECT_EQ(amin(x, {0}, true).shape(), (Shape{1, 3}));
+  EXPECT_TRUE(testing::allclose(x.amin({0, 1}), {-1}, 0));
+  const Tensor i = from_vector(std::vector<int64_t>{5, -7, 2});
+  EXPECT_EQ(amax(i).dtype(), kInt64);
+  EXPECT_EQ(amin(i).item<int64_t>(), -7);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(amax(from_vector(std::vector<double>{1, nan, 0})).item<double>()));
+  EXPECT_TRUE(std::isnan(amin(from_vector(std::vector<double>{1, nan, 0})).item<double>()));
+  // A 0-d input is its own extreme; an empty kept dim gives an empty result.
+  EXPECT_EQ(amax(full({}, 2.5, kFloat64), {0}).item<double>(), 2.5);
+  EXPECT_EQ(amax(zeros({0, 3}), {1}).shape(), (Shape{0}));
+}
+
+TEST(Reduce, AmaxAminErrorsAreTyped) {
+  const Tensor x = zeros({2, 3});
+  expect_error<IndexError>([&] { (void)amax(x, {5}); }, "amax");
+  expect_error<IndexError>([&] { (void)amin(x, {-3}); }, "amin");
+  expect_error<ValueError>([&] { (void)amax(x, {0, 0}); }, "amax");
+  // torch: "amax(): Expected reduction dim 0 to have non-zero size" (IndexError).
+  expect_error<IndexError>([&] { (void)amax(zeros({0, 3}), {0}); }, "amax");
+  expect_error<IndexError>([&] { (void)amin(zeros({0, 3})); }, "amin");
+}
+
+TEST(Reduce, AmaxAminGradientIsSharedAmongTies) {
+  // torch: x = [[1, 3, 3], [2, -1, -1]]; x.amax(1).backward(ones) → [[0, .5, .5], [1, 0, 0]].
+  Tensor x = from_vector(std::vector<double>{1, 3, 3, 2, -1, -1}, {2, 3});
+  x.requires_grad_();
+  amax(x, {1}).backward(ones({2}, kFloat64));
+  EXPECT_TRUE(testing::allclose(x.grad(), {0, 0.5, 0.5, 1, 0, 0}, 0));
+  Tensor y = from_vector(std::vector<double>{1, 3, 3, 2, -1, -1}, {2, 3});
+  y.requires_grad_();
+  mul(amin(y, {}, true), 4.0).sum().backward();
+  EXPECT_TRUE(testing::allclose(y.grad(), {0, 0, 0, 0, 2, 2}, 0));
+  // Ties across a multi-dim reduction, keepdim off.
+  Tensor z = from_vector(std::vector<double>{5, 1, 5, 5, 0, 2}, {3, 2});
+  z.requires_grad_();
+  amax(z, {0, 1}).backward(full({}, 3.0, kFloat64));
+  EXPECT_TRUE(testing::allclose(z.grad(), {1, 0, 1, 1, 0, 0}, 1e-15));
+}
+
+// ---- logsumexp ---------------------------------------------------------------------
+
+TEST(Reduce, LogsumexpIsStable) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(testing::allclose(logsumexp(from_vector(std::vector<double>{1000, 1000}), {0}),
+                                {1000 + std::log(2.0)}, 0, 1e-15));
+  EXPECT_EQ(logsumexp(from_vector(std::vector<double>{inf, 1}), {0}).item<double>(), inf);
+  EXPECT_EQ(logsumexp(from_vector(std::vector<double>{-inf, -inf}), {0}).item<double>(), -inf);
+  EXPECT_EQ(logsumexp(from_vector(std::vector<double>{-inf, 0}), {0}).item<double>(), 0.0);
+  // torch.logsumexp(torch.zeros(0, 3), 0) == [-inf, -inf, -inf].
+  EXPECT_TRUE(testing::allclose(logsumexp(zeros({0, 3}), {0}), {-inf, -inf, -inf}));
+  // Integer inputs give float32 (torch.logsumexp(torch.tensor([1, 2]), 0) == 2.3133).
+  const Tensor li = logsumexp(from_vector(std::vector<int64_t>{1, 2}), {0});
+  EXPECT_EQ(li.dtype(), kFloat32);
+  EXPECT_TRUE(testing::allclose(li, {std::log(std::exp(1.0) + std::exp(2.0))}));
+  EXPECT_EQ(logsumexp(zeros({2, 3}), {1}, true).shape(), (Shape{2, 1}));
+  expect_error<IndexError>([] { (void)logsumexp(zeros({2, 3}), {2}); }, "logsumexp");
+  expect_error<ValueError>([] { (void)logsumexp(zeros({2, 3}), {1, -1}); }, "logsumexp");
+}
+
+TEST(Reduce, LogsumexpGradientIsTheSoftmax) {
+  Tensor x = from_vector(std::vector<double>{0, 1, 2, 800, 800, 801}, {2, 3});
+  x.requires_grad_();
+  logsumexp(x, {1}).backward(from_vector(std::vector<double>{1, 2}));
+  const double s = std::exp(0.0) + std::exp(1.0) + std::exp(2.0);
+  const double t = 2 + std::exp(1.0);
+  EXPECT_TRUE(testing::allclose(x.grad(), {1 / s, std::exp(1.0) / s, std::exp(2.0) / s, 2 / t, 2 / t,
+                                           2 * std::exp(1.0) / t},
+                                1e-15, 1e-12));
+}
+
+// ---- cumsum -----------------------------------------------------------------------
+
+TEST(Reduce, CumsumValuesAndDtypes) {
+  const Tensor x = arange24();
+  const Tensor c = cumsum(x, 1);
+  EXPECT_EQ(c.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(c.dtype(), kFloat32);
+  // Element (1, 2, 3) = 15 + 19 + 23.
+  EXPECT_EQ(c.to_vector<float>()[23], 57.0f);
+  EXPECT_TRUE(testing::allclose(cumsum(from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}), -1), {1, 3, 3, 7}, 0));
+  EXPECT_TRUE(testing::allclose(cumsum(from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}), 0), {1, 2, 4, 6}, 0));
+  // Integer and bool inputs give int64, as torch.cumsum.
+  const Tensor ci = cumsum(from_vector(std::vector<int32_t>{3, -1, 4}), 0);
+  EXPECT_EQ(ci.dtype(), kInt64);
+  EXPECT_EQ(ci.to_vector<int64_t>(), (std::vector<int64_t>{3, 2, 6}));
+  const Tensor cb = from_vector(std::vector<bool>{true, false, true}).cumsum(0);
+  EXPECT_EQ(cb.dtype(), kInt64);
+  EXPECT_EQ(cb.to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 2}));
+  EXPECT_EQ(cumsum(full({}, 2.0, kFloat64), -1).item<double>(), 2.0);
+  EXPECT_EQ(cumsum(zeros({0, 2}), 0).shape(), (Shape{0, 2}));
+  // A non-contiguous input.
+  EXPECT_TRUE(testing::allclose(cumsum(transpose(from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}), 0, 1), 1),
+                                {1, 4, 2, 6}, 0));
+  expect_error<IndexError>([&] { (void)cumsum(x, 3); }, "cumsum");
+  expect_error<IndexError>([&] { (void)cumsum(x, -4); }, "cumsum");
+}
+
+TEST(Reduce, CumsumGradientIsTheReversedCumsum) {
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  x.requires_grad_();
+  cumsum(x, 1).backward(from_vector(std::vector<double>{1, 2, 3, 10, 20, 30}, {2, 3}));
+  EXPECT_TRUE(testing::allclose(x.grad(), {6, 5, 3, 60, 50, 30}, 0));
+  // The sequential order does not depend on the thread count.
+  std::vector<float> v(50000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(std::sin(double(i)));
+  const Tensor big = from_vector(v, {2, 25000});
+  ThreadsGuard guard;
+  set_num_threads(1);
+  const Tensor one = cumsum(big, 1);
+  set_num_threads(4);
+  EXPECT_TRUE(testing::bitwise_equal(cumsum(big, 1), one));
 }
 
 }  // namespace

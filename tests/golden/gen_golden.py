@@ -255,6 +255,34 @@ def add_cases():
     case("var_dim", [f(X, 9.3)], lambda x: torch.var(x, [1], correction=1))
     case("var_correction0_keepdim", [f(X, 9.4)],
          lambda x: torch.var(x, [0, 2], correction=0, keepdim=True))
+    case("argmin", [f(X, 9.51)], lambda x: torch.argmin(x, 1))
+    case("argmin_keepdim", [f(X, 9.52)], lambda x: torch.argmin(x, -1, keepdim=True))
+    case("argmin_method", [f(X, 9.53)], lambda x: x.argmin(0))
+    case("amax_all", [f(X, 9.54)], lambda x: torch.amax(x, [0, 1, 2]))
+    case("amax_dims", [f(X, 9.55)], lambda x: torch.amax(x, [0, 2]))
+    case("amax_keepdim", [f(X, 9.56)], lambda x: torch.amax(x, -1, keepdim=True))
+    case("amax_int64", [ints([2, 3], [1, -2, 3, 4, 5, -6])], lambda x: torch.amax(x, [1]))
+    case("amin_all", [f(X, 9.57)], lambda x: torch.amin(x, [0, 1, 2]))
+    case("amin_dim", [f(X, 9.58)], lambda x: torch.amin(x, [1]))
+    case("amin_method_keepdim", [f(X, 9.59)], lambda x: x.amin([0, 1], keepdim=True))
+    case("logsumexp", [f(X, 9.61, scale=3.0)], lambda x: torch.logsumexp(x, [1]))
+    case("logsumexp_keepdim", [f(X, 9.62, scale=3.0)], lambda x: torch.logsumexp(x, [0, 2], keepdim=True))
+    case("logsumexp_all", [f(X, 9.63, scale=3.0)], lambda x: torch.logsumexp(x, [0, 1, 2]))
+    case("logsumexp_large", [f(X, 9.64, scale=2.0, shift=100.0)], lambda x: torch.logsumexp(x, [-1]))
+    case("logsumexp_method", [f(X, 9.65)], lambda x: x.logsumexp([0]))
+    case("cumsum", [f(X, 9.71)], lambda x: torch.cumsum(x, 1))
+    case("cumsum_dim0", [f(X, 9.72)], lambda x: torch.cumsum(x, 0))
+    case("cumsum_method_negative_dim", [f(X, 9.73)], lambda x: x.cumsum(-1))
+    case("cumsum_int64", [ints([2, 3], [1, -2, 3, 4, 5, -6])], lambda x: torch.cumsum(x, 1))
+
+    # ---- sorting (inputs without ties; the tie order is tested in sort_test.cpp)
+    case("sort", [f(X, 9.81)], lambda x: tuple(torch.sort(x, stable=True)))
+    case("sort_descending_dim0", [f(X, 9.82)], lambda x: tuple(torch.sort(x, stable=True, dim=0, descending=True)))
+    case("sort_method", [f(X, 9.83)], lambda x: tuple(x.sort(1, True)))
+    case("topk", [f(X, 9.84)], lambda x: tuple(torch.topk(x, 2)))
+    case("topk_smallest_dim1", [f(X, 9.85)], lambda x: tuple(torch.topk(x, 2, dim=1, largest=False)))
+    case("topk_method", [f(X, 9.86)], lambda x: tuple(x.topk(1, 0)))
+    case("topk_int64", [ints([2, 3], [1, -2, 3, 4, 5, -6])], lambda x: tuple(torch.topk(x, 2)))
 
     # ---- matmul / linear
     case("matmul_2d", [f([3, 4], 10.0), f([4, 5], 10.1)], lambda a, b: torch.matmul(a, b))
@@ -325,6 +353,8 @@ def add_cases():
          lambda w, i: F.embedding(i, w))
     case("dropout_eval", [f(S, 21.1)], lambda x: F.dropout(x, 0.5, training=False))
     case("dropout_p0", [f(S, 21.2)], lambda x: F.dropout(x, 0.0, training=True))
+    case("one_hot", [ints([2, 3], [0, 2, 1, 3, 0, 1])], lambda x: F.one_hot(x))
+    case("one_hot_num_classes", [ints([4], [4, 0, 2, 2])], lambda x: F.one_hot(x, 6))
 
     # ---- convolution and pooling
     case("conv2d", [f([1, 2, 5, 5], 22.0), f([3, 2, 3, 3], 22.1), f([3], 22.2)],

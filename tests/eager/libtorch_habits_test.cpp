@@ -49,6 +49,7 @@ TEST(LibtorchHabits, OptimizerOptionsChainAndRead) {
   EXPECT_FALSE(a.zero_redundancy());
   EXPECT_EQ(a.process_group(), nullptr);
   EXPECT_DOUBLE_EQ(std::get<1>(optim::AdamWOptions().betas()), 0.999);
+  EXPECT_DOUBLE_EQ(std::get<1>(optim::AdamWOptions().betas({0.8, 0.85}).betas()), 0.85);
   EXPECT_DOUBLE_EQ(optim::AdamWOptions().weight_decay(), 1e-2);
 }
 

@@ -37,7 +37,8 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   std::vector<Tensor> norms;
   bool same_dtype = true;
   for (const Tensor& g : grads) {
-    norms.push_back(norm(g.detach(), norm_type));
+    // On the first gradient's device, as PyTorch's.
+    norms.push_back(norm(g.detach(), norm_type).to(grads[0].device()));
     same_dtype = same_dtype && g.dtype() == grads[0].dtype();
   }
   if (!same_dtype)
@@ -52,7 +53,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   const Tensor coef = clamp(div(full({}, max_norm, total.dtype()), add(total, 1e-6)), std::nullopt, 1.0);
   for (const Tensor& g : grads) {
     Tensor h = g;
-    h.mul_(coef.dtype() == g.dtype() ? coef : coef.to(g.dtype()));
+    h.mul_(coef.to(g.dtype()).to(g.device()));
   }
   return value;
 }

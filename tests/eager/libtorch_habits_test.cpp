@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dtr/dtr.h"
+#include "tests/second_device.h"
 #include "tests/testing.h"
 
 namespace dtr {
@@ -439,6 +440,19 @@ TEST(LibtorchHabits, ClipGradNormMatchesPyTorch) {
   EXPECT_THROW(nn::utils::clip_grad_value_(c.list(), -1.0), ValueError);
   EXPECT_DOUBLE_EQ(nn::utils::clip_grad_norm_(std::vector<Tensor>{from_vector<float>({1}).requires_grad_()}, 1.0),
                    0.0);
+}
+
+TEST(LibtorchHabits, ClipGradNormOverTwoDevices) {
+  ClipCase cpu;
+  ClipCase two;
+  const Device d = testing::second_device();
+  Tensor b = two.b.detach().to(d).requires_grad_();
+  b.set_grad(two.b.grad().to(d));
+  const double total = nn::utils::clip_grad_norm_({two.a, b}, 2.0);
+  EXPECT_DOUBLE_EQ(total, nn::utils::clip_grad_norm_(cpu.list(), 2.0));
+  EXPECT_EQ(b.grad().device(), d);
+  EXPECT_TRUE(testing::bitwise_equal(b.grad().cpu(), cpu.b.grad()));
+  EXPECT_TRUE(testing::bitwise_equal(two.a.grad(), cpu.a.grad()));
 }
 
 // ---- 9. learning-rate schedulers -------------------------------------------------------------

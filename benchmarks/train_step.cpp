@@ -133,7 +133,7 @@ int64_t count_parameters(const dtr::nn::Module& m) {
 Timing bench_mlp(int warmup, int iters) {
   dtr::manual_seed(0);
   Mlp model;
-  dtr::optim::AdamW opt(model.parameters(), {.lr = 1e-3});
+  dtr::optim::AdamW opt(model.parameters(), dtr::optim::AdamWOptions(1e-3));
   const Tensor x = dtr::randn({128, 784});
   const Tensor y = dtr::randint(0, 10, {128});
   auto step = [&] {
@@ -152,7 +152,7 @@ Timing bench_transformer(int warmup, int iters) {
   constexpr int64_t B = 8, T = 64, C = 128, V = 256;
   dtr::manual_seed(0);
   Transformer model(V, T, C, 4, 2);
-  dtr::optim::AdamW opt(model.parameters(), {.lr = 1e-3});
+  dtr::optim::AdamW opt(model.parameters(), dtr::optim::AdamWOptions(1e-3));
   const Tensor idx = dtr::randint(0, V, {B, T});
   const Tensor targets = dtr::randint(0, V, {B * T});
   auto step = [&] {

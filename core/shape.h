@@ -15,8 +15,10 @@ using Shape = absl::InlinedVector<int64_t, 6>;
 using Strides = absl::InlinedVector<int64_t, 6>;
 
 /// A non-owning list of int64 (like c10::IntArrayRef): binds to `{2, 3}`,
-/// a Shape, a std::vector or a span. A braced list lives until the end of
-/// the full expression, so never store an IntList.
+/// a Shape, a std::vector, a span, or a single integer (a list of one, as
+/// c10::ArrayRef's one-element constructor: `x.sum(1)`, `max_pool2d(x, 2)`).
+/// A braced list or an integer argument lives until the end of the full
+/// expression, so never store an IntList.
 class IntList {
  public:
   constexpr IntList() = default;
@@ -28,6 +30,8 @@ class IntList {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+  /// A list of one element, `one` itself (not copied).
+  constexpr IntList(const int64_t& one) : data_(&one), size_(1) {}  // NOLINT: implicit like c10
   IntList(const Shape& s) : data_(s.data()), size_(s.size()) {}                  // NOLINT
   IntList(const std::vector<int64_t>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   constexpr IntList(std::span<const int64_t> s) : data_(s.data()), size_(s.size()) {}  // NOLINT

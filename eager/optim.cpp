@@ -380,31 +380,31 @@ void check_range(bool ok, const std::string& opt, const char* what, double v) {
 
 namespace {
 void validate(const SGDOptions& o) {
-  check_range(o.lr >= 0, "SGD", "learning rate", o.lr);
-  check_range(o.momentum >= 0, "SGD", "momentum", o.momentum);
-  check_range(o.weight_decay >= 0, "SGD", "weight_decay", o.weight_decay);
-  DTR_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), ValueError,
+  check_range(o.lr() >= 0, "SGD", "learning rate", o.lr());
+  check_range(o.momentum() >= 0, "SGD", "momentum", o.momentum());
+  check_range(o.weight_decay() >= 0, "SGD", "weight_decay", o.weight_decay());
+  DTR_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0), ValueError,
             "SGD: Nesterov momentum requires a momentum and zero dampening (momentum {}, dampening {})",
-            o.momentum, o.dampening);
+            o.momentum(), o.dampening());
 }
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), options_(options) {
   validate(options_);
-  shard_state(options_.zero_redundancy, options_.process_group);
+  shard_state(options_.zero_redundancy(), options_.process_group());
 }
 
 void SGD::update(ParamState& s, Tensor& p, const Tensor& g) {
   const SGDOptions& o = options_;
   const bool local = p.defined();  // false: this parameter's elements live on other ranks
   if (!local) {
-    if (o.momentum != 0) add_buffer(s, "momentum_buffer", Tensor());
+    if (o.momentum() != 0) add_buffer(s, "momentum_buffer", Tensor());
     return;
   }
   Tensor d = g;
-  if (o.weight_decay != 0) d = add(d, p, o.weight_decay);
-  if (o.momentum != 0) {
+  if (o.weight_decay() != 0) d = add(d, p, o.weight_decay());
+  if (o.momentum() != 0) {
     const Tensor* found = s.buffers.find("momentum_buffer");
     Tensor buf;
     if (found == nullptr) {
@@ -412,27 +412,27 @@ void SGD::update(ParamState& s, Tensor& p, const Tensor& g) {
       add_buffer(s, "momentum_buffer", buf);
     } else {
       buf = *found;
-      buf.mul_(o.momentum).add_(d, 1.0 - o.dampening);
+      buf.mul_(o.momentum()).add_(d, 1.0 - o.dampening());
     }
-    d = o.nesterov ? add(d, buf, o.momentum) : buf;
+    d = o.nesterov() ? add(d, buf, o.momentum()) : buf;
   }
-  p.add_(d, -o.lr);
+  p.add_(d, -o.lr());
 }
 
 std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
-  return {{"lr", options_.lr},
-          {"momentum", options_.momentum},
-          {"dampening", options_.dampening},
-          {"weight_decay", options_.weight_decay},
-          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+  return {{"lr", options_.lr()},
+          {"momentum", options_.momentum()},
+          {"dampening", options_.dampening()},
+          {"weight_decay", options_.weight_decay()},
+          {"nesterov", options_.nesterov() ? 1.0 : 0.0}};
 }
 
 void SGD::set_hyperparameter(const std::string& name, double v) {
-  if (name == "lr") options_.lr = v;
-  else if (name == "momentum") options_.momentum = v;
-  else if (name == "dampening") options_.dampening = v;
-  else if (name == "weight_decay") options_.weight_decay = v;
-  else if (name == "nesterov") options_.nesterov = v != 0;
+  if (name == "lr") options_.lr(v);
+  else if (name == "momentum") options_.momentum(v);
+  else if (name == "dampening") options_.dampening(v);
+  else if (name == "weight_decay") options_.weight_decay(v);
+  else if (name == "nesterov") options_.nesterov(v != 0);
 }
 
 void SGD::check_hyperparameters() const { validate(options_); }
@@ -441,28 +441,30 @@ void SGD::check_hyperparameters() const { validate(options_); }
 
 namespace {
 void validate(const AdamWOptions& o) {
-  check_range(o.lr >= 0, "AdamW", "learning rate", o.lr);
-  check_range(o.eps >= 0, "AdamW", "epsilon", o.eps);
-  check_range(o.beta1 >= 0 && o.beta1 < 1, "AdamW", "beta parameter at index 0", o.beta1);
-  check_range(o.beta2 >= 0 && o.beta2 < 1, "AdamW", "beta parameter at index 1", o.beta2);
-  check_range(o.weight_decay >= 0, "AdamW", "weight_decay", o.weight_decay);
+  const auto [beta1, beta2] = o.betas();
+  check_range(o.lr() >= 0, "AdamW", "learning rate", o.lr());
+  check_range(o.eps() >= 0, "AdamW", "epsilon", o.eps());
+  check_range(beta1 >= 0 && beta1 < 1, "AdamW", "beta parameter at index 0", beta1);
+  check_range(beta2 >= 0 && beta2 < 1, "AdamW", "beta parameter at index 1", beta2);
+  check_range(o.weight_decay() >= 0, "AdamW", "weight_decay", o.weight_decay());
 }
 }  // namespace
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
     : Optimizer(std::move(params), "AdamW"), options_(options) {
   validate(options_);
-  shard_state(options_.zero_redundancy, options_.process_group);
+  shard_state(options_.zero_redundancy(), options_.process_group());
 }
 
 void AdamW::update(ParamState& s, Tensor& p, const Tensor& g) {
   const AdamWOptions& o = options_;
+  const auto [beta1, beta2] = o.betas();
   const bool local = p.defined();  // false: this parameter's elements live on other ranks
   if (!has_buffer(s, "exp_avg")) {
     add_buffer(s, "exp_avg", local ? zeros_like(p) : Tensor());
     add_buffer(s, "exp_avg_sq", local ? zeros_like(p) : Tensor());
   }
-  if (o.amsgrad && !has_buffer(s, "max_exp_avg_sq")) {
+  if (o.amsgrad() && !has_buffer(s, "max_exp_avg_sq")) {
     add_buffer(s, "max_exp_avg_sq", local ? zeros_like(p) : Tensor());
   }
   s.step += 1;
@@ -470,40 +472,92 @@ void AdamW::update(ParamState& s, Tensor& p, const Tensor& g) {
   Tensor exp_avg = s.buffers.at("exp_avg");
   Tensor exp_avg_sq = s.buffers.at("exp_avg_sq");
 
-  p.mul_(1.0 - o.lr * o.weight_decay);  // decoupled weight decay
-  exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
-  exp_avg_sq.mul_(o.beta2).add_(mul(g, g), 1.0 - o.beta2);
+  p.mul_(1.0 - o.lr() * o.weight_decay());  // decoupled weight decay
+  exp_avg.mul_(beta1).add_(g, 1.0 - beta1);
+  exp_avg_sq.mul_(beta2).add_(mul(g, g), 1.0 - beta2);
 
-  const double bias_correction1 = 1.0 - std::pow(o.beta1, double(s.step));
-  const double bias_correction2 = 1.0 - std::pow(o.beta2, double(s.step));
-  const double step_size = o.lr / bias_correction1;
+  const double bias_correction1 = 1.0 - std::pow(beta1, double(s.step));
+  const double bias_correction2 = 1.0 - std::pow(beta2, double(s.step));
+  const double step_size = o.lr() / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
   Tensor second = exp_avg_sq;
-  if (o.amsgrad) {
+  if (o.amsgrad()) {
     Tensor max_sq = s.buffers.at("max_exp_avg_sq");
     max_sq.copy_(maximum(max_sq, exp_avg_sq));
     second = max_sq;
   }
   Tensor denom = sqrt(second);  // the one fresh temporary besides the quotient
-  denom.div_(bias_correction2_sqrt).add_(o.eps);
+  denom.div_(bias_correction2_sqrt).add_(o.eps());
   p.add_(div(exp_avg, denom), -step_size);
 }
 
 std::vector<std::pair<std::string, double>> AdamW::hyperparameters() const {
-  return {{"lr", options_.lr},       {"beta1", options_.beta1},
-          {"beta2", options_.beta2}, {"eps", options_.eps},
-          {"weight_decay", options_.weight_decay}, {"amsgrad", options_.amsgrad ? 1.0 : 0.0}};
+  return {{"lr", options_.lr()},       {"beta1", std::get<0>(options_.betas())},
+          {"beta2", std::get<1>(options_.betas())}, {"eps", options_.eps()},
+          {"weight_decay", options_.weight_decay()}, {"amsgrad", options_.amsgrad() ? 1.0 : 0.0}};
 }
 
 void AdamW::set_hyperparameter(const std::string& name, double v) {
-  if (name == "lr") options_.lr = v;
-  else if (name == "beta1") options_.beta1 = v;
-  else if (name == "beta2") options_.beta2 = v;
-  else if (name == "eps") options_.eps = v;
-  else if (name == "weight_decay") options_.weight_decay = v;
-  else if (name == "amsgrad") options_.amsgrad = v != 0;
+  if (name == "lr") options_.lr(v);
+  else if (name == "beta1") std::get<0>(options_.betas()) = v;
+  else if (name == "beta2") std::get<1>(options_.betas()) = v;
+  else if (name == "eps") options_.eps(v);
+  else if (name == "weight_decay") options_.weight_decay(v);
+  else if (name == "amsgrad") options_.amsgrad(v != 0);
 }
 
 void AdamW::check_hyperparameters() const { validate(options_); }
+
+// ---- learning-rate schedulers ------------------------------------------------------
+
+LRScheduler::LRScheduler(Optimizer& optimizer)
+    : optimizer_(optimizer), base_lr_(optimizer.lr()), last_lr_(optimizer.lr()) {}
+
+void LRScheduler::step() {
+  last_epoch_ += 1;
+  last_lr_ = get_lr();
+  optimizer_.set_lr(last_lr_);
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  DTR_CHECK(step_size >= 1, ValueError, "StepLR: step_size must be positive, got {}", step_size);
+  initial_step();
+}
+
+double StepLR::get_lr() const {
+  const double lr = optimizer_.lr();
+  if (last_epoch() == 0 || last_epoch() % step_size_ != 0) return lr;
+  return lr * gamma_;
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
+    : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
+  DTR_CHECK(T_max >= 1, ValueError, "CosineAnnealingLR: T_max must be positive, got {}", T_max);
+  initial_step();
+}
+
+double CosineAnnealingLR::get_lr() const {
+  const double lr = optimizer_.lr();
+  const int64_t e = last_epoch();
+  if (e == 0) return lr;
+  const double pi = std::acos(-1.0);
+  const double t = double(T_max_);
+  // Python's % (floor modulo) of (e - 1 - T_max) by 2·T_max.
+  const int64_t period = 2 * T_max_;
+  const int64_t phase = ((e - 1 - T_max_) % period + period) % period;
+  if (phase == 0) return lr + (base_lr() - eta_min_) * (1 - std::cos(pi / t)) / 2;
+  return (1 + std::cos(pi * double(e) / t)) / (1 + std::cos(pi * double(e - 1) / t)) *
+             (lr - eta_min_) +
+         eta_min_;
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda)
+    : LRScheduler(optimizer), lr_lambda_(std::move(lr_lambda)) {
+  DTR_CHECK(lr_lambda_ != nullptr, ValueError, "LambdaLR: lr_lambda is empty");
+  initial_step();
+}
+
+double LambdaLR::get_lr() const { return base_lr() * lr_lambda_(last_epoch()); }
 
 }  // namespace dtr::optim

@@ -5,13 +5,13 @@
 // state_dict()/load_state_dict() carry step counts, moment buffers and
 // hyperparameters, so a run resumed from them continues bitwise.
 //
-//   dtr::optim::AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
+//   dtr::optim::AdamW opt(model.parameters(), dtr::optim::AdamWOptions(3e-4).weight_decay(0.1));
 //   opt.zero_grad(); loss.backward(); opt.step();
 //
 // Optimizer-state sharding (ZeRO stage 1, PyTorch's
 // torch.distributed.optim.ZeroRedundancyOptimizer) is an option of both:
 //
-//   dtr::optim::AdamW opt(ddp.parameters(), {.lr = 3e-4, .zero_redundancy = true});
+//   dtr::optim::AdamW opt(ddp.parameters(), dtr::optim::AdamWOptions(3e-4).zero_redundancy(true));
 //
 // The parameters, in constructor order, are one flat sequence of elements per
 // dtype, cut into `world` contiguous shards of ceil(numel / world) elements;
@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -154,20 +155,38 @@ class Optimizer {
   std::optional<StateDict> consolidated_;  // rank `to`'s, after consolidate_state_dict
 };
 
+/// Declares an option `name` of type T with libtorch's TORCH_ARG accessors:
+/// `name(v)` sets it and returns the options (so setters chain), `name()`
+/// reads it (a mutable reference on non-const options).
+#define DTR_ARG(T, name)                                          \
+ public:                                                          \
+  auto name(const T& new_##name)->decltype(*this) {               \
+    this->name##_ = new_##name;                                   \
+    return *this;                                                 \
+  }                                                               \
+  const T& name() const noexcept { return this->name##_; }        \
+  T& name() noexcept { return this->name##_; }                    \
+                                                                  \
+ private:                                                         \
+  T name##_
+
+/// torch::optim::SGDOptions: `SGDOptions(0.01).momentum(0.9).weight_decay(1e-4)`;
+/// a double converts to the options, so `SGD(params, 0.01)` works as in libtorch.
 struct SGDOptions {
-  double lr = 1e-3;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;
+  SGDOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit like libtorch's
+  DTR_ARG(double, lr);
+  DTR_ARG(double, momentum) = 0.0;
+  DTR_ARG(double, dampening) = 0.0;
+  DTR_ARG(double, weight_decay) = 0.0;
+  DTR_ARG(bool, nesterov) = false;
   /// Optimizer-state sharding, ZeRO stage 1
   /// (torch.distributed.optim.ZeroRedundancyOptimizer): each rank of
   /// `process_group` keeps the state of its shard only (see the top of this
   /// file). Read at construction. Not a hyperparameter: state dicts are alike
   /// with and without it.
-  bool zero_redundancy = false;
+  DTR_ARG(bool, zero_redundancy) = false;
   /// The group the state is sharded over; null: distributed::world().
-  std::shared_ptr<distributed::ProcessGroup> process_group;
+  DTR_ARG(std::shared_ptr<distributed::ProcessGroup>, process_group);
 };
 
 /// torch.optim.SGD (maximize=False, foreach=False):
@@ -180,8 +199,8 @@ struct SGDOptions {
 class SGD final : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);
-  double lr() const override { return options_.lr; }
-  void set_lr(double lr) override { options_.lr = lr; }
+  double lr() const override { return options_.lr(); }
+  void set_lr(double lr) override { options_.lr(lr); }
   SGDOptions& options() { return options_; }
 
  private:
@@ -192,21 +211,24 @@ class SGD final : public Optimizer {
   SGDOptions options_;
 };
 
+/// torch::optim::AdamWOptions: `AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(0.1)`.
 struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
-  bool amsgrad = false;
+  using Betas = std::tuple<double, double>;
+  AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit like libtorch's
+  DTR_ARG(double, lr);
+  /// (β1, β2), each in [0, 1).
+  DTR_ARG(Betas, betas) = std::make_tuple(0.9, 0.999);
+  DTR_ARG(double, eps) = 1e-8;
+  DTR_ARG(double, weight_decay) = 1e-2;
+  DTR_ARG(bool, amsgrad) = false;
   /// Optimizer-state sharding, ZeRO stage 1
   /// (torch.distributed.optim.ZeroRedundancyOptimizer): each rank of
   /// `process_group` keeps the state of its shard only (see the top of this
   /// file). Read at construction. Not a hyperparameter: state dicts are alike
   /// with and without it.
-  bool zero_redundancy = false;
+  DTR_ARG(bool, zero_redundancy) = false;
   /// The group the state is sharded over; null: distributed::world().
-  std::shared_ptr<distributed::ProcessGroup> process_group;
+  DTR_ARG(std::shared_ptr<distributed::ProcessGroup>, process_group);
 };
 
 /// torch.optim.AdamW (maximize=False, foreach=False), per parameter:
@@ -218,8 +240,8 @@ struct AdamWOptions {
 class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  double lr() const override { return options_.lr; }
-  void set_lr(double lr) override { options_.lr = lr; }
+  double lr() const override { return options_.lr(); }
+  void set_lr(double lr) override { options_.lr(lr); }
   AdamWOptions& options() { return options_; }
 
  private:
@@ -229,6 +251,81 @@ class AdamW final : public Optimizer {
   void check_hyperparameters() const override;
   bool counts_steps() const override { return true; }
   AdamWOptions options_;
+};
+
+// ---- learning-rate schedulers (torch.optim.lr_scheduler) ----------------------
+
+/// Base of the schedulers (torch.optim.lr_scheduler.LRScheduler, with
+/// last_epoch=-1): remembers the optimizer's learning rate as base_lr and,
+/// as PyTorch's constructor, takes the first step at once (epoch 0, the lr
+/// then is get_lr()'s at epoch 0, base_lr for these). Call step() after
+/// each optimizer.step(). The optimizer must outlive the scheduler.
+class LRScheduler {
+ public:
+  explicit LRScheduler(Optimizer& optimizer);
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  /// Advances one epoch and sets the optimizer's lr to get_lr().
+  void step();
+  /// The lr the last step set, one per parameter group (one here).
+  std::vector<double> get_last_lr() const { return {last_lr_}; }
+  int64_t last_epoch() const { return last_epoch_; }
+  double base_lr() const { return base_lr_; }
+
+ protected:
+  /// The lr for epoch last_epoch(), from the optimizer's current lr
+  /// (PyTorch's chainable forms) or base_lr. Called by step().
+  virtual double get_lr() const = 0;
+  /// Called by the subclass's constructor once its fields are set (the
+  /// first step needs them).
+  void initial_step() { step(); }
+
+  Optimizer& optimizer_;
+
+ private:
+  double base_lr_;
+  int64_t last_epoch_ = -1;
+  double last_lr_;
+};
+
+/// torch.optim.lr_scheduler.StepLR: multiplies the lr by `gamma` every
+/// `step_size` epochs (lr = base_lr · gamma^(epoch // step_size)). Throws
+/// ValueError for step_size < 1.
+class StepLR final : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+
+ private:
+  double get_lr() const override;
+  int64_t step_size_;
+  double gamma_;
+};
+
+/// torch.optim.lr_scheduler.CosineAnnealingLR: lr follows
+/// eta_min + (base_lr − eta_min)(1 + cos(π·epoch/T_max))/2, computed in
+/// PyTorch's recursive form (so it goes back up after T_max). Throws
+/// ValueError for T_max < 1.
+class CosineAnnealingLR final : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
+
+ private:
+  double get_lr() const override;
+  int64_t T_max_;
+  double eta_min_;
+};
+
+/// torch.optim.lr_scheduler.LambdaLR: lr = base_lr · lr_lambda(epoch).
+/// Throws ValueError for an empty function.
+class LambdaLR final : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t epoch)> lr_lambda);
+
+ private:
+  double get_lr() const override;
+  std::function<double(int64_t)> lr_lambda_;
 };
 
 }  // namespace dtr::optim

@@ -1,6 +1,12 @@
 #include "eager/tensor.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <ostream>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/element.h"
 #include "eager/autograd.h"
@@ -274,12 +280,34 @@ Tensor Tensor::sub(const Tensor& o, Scalar alpha) const { return dtr::sub(*this,
 Tensor Tensor::mul(const Tensor& o) const { return dtr::mul(*this, o); }
 Tensor Tensor::div(const Tensor& o) const { return dtr::div(*this, o); }
 Tensor Tensor::pow(Scalar e) const { return dtr::pow(*this, e); }
+Tensor Tensor::pow(const Tensor& e) const { return dtr::pow(*this, e); }
 Tensor Tensor::matmul(const Tensor& o) const { return dtr::matmul(*this, o); }
+Tensor Tensor::maximum(const Tensor& o) const { return dtr::maximum(*this, o); }
+Tensor Tensor::minimum(const Tensor& o) const { return dtr::minimum(*this, o); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
+  return dtr::clamp(*this, lo, hi);
+}
+Tensor Tensor::eq(const Tensor& o) const { return dtr::eq(*this, o); }
+Tensor Tensor::eq(Scalar o) const { return dtr::eq(*this, o); }
+Tensor Tensor::ne(const Tensor& o) const { return dtr::ne(*this, o); }
+Tensor Tensor::ne(Scalar o) const { return dtr::ne(*this, o); }
+Tensor Tensor::lt(const Tensor& o) const { return dtr::lt(*this, o); }
+Tensor Tensor::lt(Scalar o) const { return dtr::lt(*this, o); }
+Tensor Tensor::le(const Tensor& o) const { return dtr::le(*this, o); }
+Tensor Tensor::le(Scalar o) const { return dtr::le(*this, o); }
+Tensor Tensor::gt(const Tensor& o) const { return dtr::gt(*this, o); }
+Tensor Tensor::gt(Scalar o) const { return dtr::gt(*this, o); }
+Tensor Tensor::ge(const Tensor& o) const { return dtr::ge(*this, o); }
+Tensor Tensor::ge(Scalar o) const { return dtr::ge(*this, o); }
+Tensor Tensor::where(const Tensor& c, const Tensor& o) const { return dtr::where(c, *this, o); }
 Tensor Tensor::sum() const { return dtr::sum(*this); }
 Tensor Tensor::sum(IntList dims, bool keepdim) const { return dtr::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return dtr::mean(*this); }
 Tensor Tensor::mean(IntList dims, bool keepdim) const { return dtr::mean(*this, dims, keepdim); }
 Tensor Tensor::max() const { return dtr::max(*this); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim) const {
+  return dtr::max(*this, d, keepdim);
+}
 Tensor Tensor::argmax(int64_t d, bool keepdim) const { return dtr::argmax(*this, d, keepdim); }
 Tensor Tensor::argmin(int64_t d, bool keepdim) const { return dtr::argmin(*this, d, keepdim); }
 Tensor Tensor::amax(IntList dims, bool keepdim) const { return dtr::amax(*this, dims, keepdim); }
@@ -291,6 +319,9 @@ std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest, bool
   return dtr::topk(*this, k, d, largest, sorted);
 }
 Tensor Tensor::multinomial(int64_t n, bool replacement) const { return dtr::multinomial(*this, n, replacement); }
+Tensor Tensor::var(IntList dims, int64_t correction, bool keepdim) const {
+  return dtr::var(*this, dims, correction, keepdim);
+}
 Tensor Tensor::softmax(int64_t d) const { return dtr::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return dtr::log_softmax(*this, d); }
 Tensor Tensor::view(IntList s) const { return dtr::view(*this, s); }
@@ -313,6 +344,12 @@ Tensor Tensor::squeeze(int64_t d) const { return dtr::squeeze(*this, d); }
 Tensor Tensor::expand(IntList s) const { return dtr::expand(*this, s); }
 Tensor Tensor::flatten(int64_t s, int64_t e) const { return dtr::flatten(*this, s, e); }
 Tensor Tensor::masked_fill(const Tensor& m, Scalar v) const { return dtr::masked_fill(*this, m, v); }
+Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return dtr::index_select(*this, d, i); }
+Tensor Tensor::gather(int64_t d, const Tensor& i) const { return dtr::gather(*this, d, i); }
+Tensor Tensor::tril(int64_t k) const { return dtr::tril(*this, k); }
+Tensor Tensor::triu(int64_t k) const { return dtr::triu(*this, k); }
+std::vector<Tensor> Tensor::split(int64_t n, int64_t d) const { return dtr::split(*this, n, d); }
+std::vector<Tensor> Tensor::chunk(int64_t n, int64_t d) const { return dtr::chunk(*this, n, d); }
 
 // Unary: trigonometric and erf.
 Tensor Tensor::sin() const { return dtr::sin(*this); }
@@ -334,5 +371,99 @@ Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
 Tensor operator-(Scalar a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(Scalar a, const Tensor& b) { return mul(reciprocal(b), a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, Scalar b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, Scalar b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, Scalar b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, Scalar b) { return le(a, b); }
+Tensor operator>(const Tensor& a, Scalar b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, Scalar b) { return ge(a, b); }
+// a < t is t > a, and so on.
+Tensor operator==(Scalar a, const Tensor& b) { return eq(b, a); }
+Tensor operator!=(Scalar a, const Tensor& b) { return ne(b, a); }
+Tensor operator<(Scalar a, const Tensor& b) { return gt(b, a); }
+Tensor operator<=(Scalar a, const Tensor& b) { return ge(b, a); }
+Tensor operator>(Scalar a, const Tensor& b) { return lt(b, a); }
+Tensor operator>=(Scalar a, const Tensor& b) { return le(b, a); }
+
+namespace {
+// libtorch's type names: Float, Double, Half, BFloat16, Long, Int, Bool, Byte.
+std::string libtorch_type_name(DType t) {
+  switch (t) {
+    case kFloat32: return "Float";
+    case kFloat64: return "Double";
+    case kFloat16: return "Half";
+    case kBFloat16: return "BFloat16";
+    case kInt64: return "Long";
+    case kInt32: return "Int";
+    case kBool: return "Bool";
+    case kUInt8: return "Byte";
+    default: return std::string(dtype_name(t));
+  }
+}
+
+// The elements as text, right-aligned to one width: integers (and bools as
+// 0/1) plainly, floats with 4 decimals unless every one is integral (then
+// "3." as libtorch's " 3"), so columns line up.
+std::vector<std::string> element_strings(const Tensor& t) {
+  std::vector<std::string> out;
+  if (t.is_floating_point()) {
+    const std::vector<double> v = t.to_vector<double>();
+    bool integral = true;
+    for (double x : v) integral = integral && std::isfinite(x) && x == std::floor(x) && std::abs(x) < 1e15;
+    for (double x : v) out.push_back(integral ? fmt::format("{}", int64_t(x)) : fmt::format("{:.4f}", x));
+  } else {
+    for (int64_t x : t.to_vector<int64_t>()) out.push_back(fmt::format("{}", x));
+  }
+  size_t width = 0;
+  for (const auto& e : out) width = std::max(width, e.size());
+  for (auto& e : out) e = std::string(width + 1 - e.size(), ' ') + e;
+  return out;
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "[ Tensor (undefined) ]";
+  const std::vector<std::string> e = element_strings(t);
+  const Shape& s = t.shape();
+  const int64_t d = t.dim();
+  if (d == 0) {
+    os << e[0].substr(1) << "\n";
+  } else if (t.numel() > 0) {
+    const int64_t cols = s[size_t(d - 1)];
+    const int64_t rows = d >= 2 ? s[size_t(d - 2)] : t.numel();
+    const int64_t per_matrix = d >= 2 ? rows * cols : cols;
+    for (int64_t m = 0; m * per_matrix < t.numel(); ++m) {
+      if (d > 2) {
+        // "(i,j,.,.) = " names the leading indices of this 2-D slice.
+        std::vector<int64_t> idx(size_t(d - 2));
+        int64_t rest = m;
+        for (int64_t k = d - 3; k >= 0; --k) {
+          idx[size_t(k)] = rest % s[size_t(k)];
+          rest /= s[size_t(k)];
+        }
+        if (m > 0) os << "\n";
+        os << "(" << fmt::format("{}", fmt::join(idx, ",")) << ",.,.) = \n";
+      }
+      if (d == 1) {
+        for (int64_t i = 0; i < cols; ++i) os << e[size_t(i)] << "\n";
+      } else {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) os << e[size_t(m * per_matrix + r * cols + c)];
+          os << "\n";
+        }
+      }
+    }
+  }
+  std::string device(device_type_name(t.device().type));
+  for (char& c : device) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return os << "[ " << device << libtorch_type_name(t.dtype()) << "Type{"
+            << fmt::format("{}", fmt::join(s, ",")) << "} ]";
+}
 
 }  // namespace dtr

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -281,12 +282,33 @@ class Tensor {
   Tensor mul(const Tensor& o) const;
   Tensor div(const Tensor& o) const;
   Tensor pow(Scalar exponent) const;
+  Tensor pow(const Tensor& exponent) const;
   Tensor matmul(const Tensor& o) const;
+  Tensor maximum(const Tensor& o) const;
+  Tensor minimum(const Tensor& o) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  // Comparisons (torch.Tensor.eq, ...): bool tensors.
+  Tensor eq(const Tensor& o) const;
+  Tensor eq(Scalar o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor ne(Scalar o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor lt(Scalar o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor le(Scalar o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor gt(Scalar o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor ge(Scalar o) const;
+  /// torch.Tensor.where(condition, other) = torch.where(condition, self, other).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
   Tensor sum() const;
   Tensor sum(IntList dims, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(IntList dims, bool keepdim = false) const;
   Tensor max() const;
+  /// (values, indices) along `dim` (torch.Tensor.max(dim, keepdim)).
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
   Tensor amax(IntList dims = {}, bool keepdim = false) const;
@@ -296,6 +318,9 @@ class Tensor {
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   Tensor multinomial(int64_t num_samples, bool replacement = false) const;
+  /// Variance with Bessel's `correction` over `dims` (all when empty);
+  /// libtorch's `var(dims, unbiased, keepdim)` means the same (true = 1).
+  Tensor var(IntList dims = {}, int64_t correction = 1, bool keepdim = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
@@ -314,6 +339,14 @@ class Tensor {
   Tensor expand(IntList shape) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  /// select(0, index), as libtorch's `x[i]`. Throws IndexError.
+  Tensor operator[](int64_t index) const { return select(0, index); }
 
   // Unary: trigonometric and erf (dtr::sin, dtr::cos, dtr::erf).
   Tensor sin() const;
@@ -343,6 +376,15 @@ class Tensor {
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
 
   Tensor operator-() const;
+  // Compound assignment is in place, as in libtorch (`a += b` is a.add_(b)).
+  Tensor& operator+=(const Tensor& o) { return add_(o); }
+  Tensor& operator+=(Scalar o) { return add_(o); }
+  Tensor& operator-=(const Tensor& o) { return sub_(o); }
+  Tensor& operator-=(Scalar o) { return sub_(o); }
+  Tensor& operator*=(const Tensor& o) { return mul_(o); }
+  Tensor& operator*=(Scalar o) { return mul_(o); }
+  Tensor& operator/=(const Tensor& o) { return div_(o); }
+  Tensor& operator/=(Scalar o) { return div_(o); }
 
  private:
   std::shared_ptr<TensorImpl> impl_;
@@ -360,6 +402,30 @@ Tensor operator+(Scalar a, const Tensor& b);
 Tensor operator-(Scalar a, const Tensor& b);
 Tensor operator*(Scalar a, const Tensor& b);
 Tensor operator/(Scalar a, const Tensor& b);
+// Elementwise comparisons with bool results (libtorch's operator==, ...; eq, ne, lt, le, gt, ge).
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, Scalar b);
+Tensor operator!=(const Tensor& a, Scalar b);
+Tensor operator<(const Tensor& a, Scalar b);
+Tensor operator<=(const Tensor& a, Scalar b);
+Tensor operator>(const Tensor& a, Scalar b);
+Tensor operator>=(const Tensor& a, Scalar b);
+Tensor operator==(Scalar a, const Tensor& b);
+Tensor operator!=(Scalar a, const Tensor& b);
+Tensor operator<(Scalar a, const Tensor& b);
+Tensor operator<=(Scalar a, const Tensor& b);
+Tensor operator>(Scalar a, const Tensor& b);
+Tensor operator>=(Scalar a, const Tensor& b);
+
+/// Prints the values as libtorch does: one row per line (2-D slices of a
+/// larger tensor under "(i,j,.,.) = " headers), then "[ CPUFloatType{2,3} ]"
+/// (device, dtype, shape); an undefined tensor prints "[ Tensor (undefined) ]".
+std::ostream& operator<<(std::ostream& out, const Tensor& t);
 
 /// C++ type of a dtype's elements (Half/BFloat16 for the 16-bit floats).
 template <typename T>

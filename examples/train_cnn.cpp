@@ -311,7 +311,7 @@ Trainer build(const Config& c) {
   Trainer t;
   t.model = std::make_shared<ResNet>(c.width, c.blocks);
   t.opt = std::make_unique<dtr::optim::AdamW>(
-      t.model->parameters(), dtr::optim::AdamWOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+      t.model->parameters(), dtr::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
   return t;
 }
 

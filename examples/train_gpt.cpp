@@ -345,8 +345,7 @@ Trainer build(const Config& c, const Ranks& ranks) {
   if (ranks.world > 1) t.ddp = std::make_unique<dtr::nn::parallel::DistributedDataParallel>(t.model);
   t.opt = std::make_unique<dtr::optim::AdamW>(
       t.model->parameters(),
-      dtr::optim::AdamWOptions{.lr = c.lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = c.weight_decay,
-                               .zero_redundancy = c.zero});
+      dtr::optim::AdamWOptions(c.lr).betas(std::make_tuple(0.9, 0.95)).weight_decay(c.weight_decay).zero_redundancy(c.zero));
   return t;
 }
 

@@ -69,7 +69,7 @@ struct Trainer {
               std::make_shared<dtr::nn::Linear>(kHidden, kHidden), std::make_shared<dtr::nn::GELU>(),
               std::make_shared<dtr::nn::Linear>(kHidden, kClasses)},
         opt(std::make_unique<dtr::optim::AdamW>(
-            model.parameters(), dtr::optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01})) {}
+            model.parameters(), dtr::optim::AdamWOptions(1e-3).weight_decay(0.01))) {}
 
   /// One optimizer step on a fresh batch; returns the loss.
   double step() {

@@ -32,7 +32,7 @@ class Chain final : public Workload {
     target_ = randn({shape.batch, shape.width});  // (batch, width)
     model_ = model;
     place_on(device, {&x_, &target_});
-    optimizer_ = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+    optimizer_ = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
   }
 
  protected:

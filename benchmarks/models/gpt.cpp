@@ -66,7 +66,7 @@ class Gpt final : public Workload {
     pos_ = arange(kSeq);                                // int64 (T)
     place_on(device, {&idx_, &targets_, &pos_});
     optimizer_ = std::make_unique<optim::AdamW>(net_->parameters(),
-                                                optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.01});
+                                                optim::AdamWOptions(3e-4).weight_decay(0.01));
   }
 
  protected:

@@ -46,7 +46,7 @@ class Lstm final : public Workload {
     target_ = randn({kSteps, kBatch, kHidden});  // (T, B, H)
     place_on(device, {&x_, &target_});
     optimizer_ = std::make_unique<optim::AdamW>(net_->parameters(),
-                                                optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
+                                                optim::AdamWOptions(1e-3).weight_decay(0.01));
   }
 
  protected:

@@ -75,7 +75,7 @@ class ResNet final : public Workload {
     labels_ = randint(0, kClasses, {kBatch});         // int64 (64)
     model_ = net;
     place_on(device, {&x_, &labels_});
-    optimizer_ = std::make_unique<optim::SGD>(net->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    optimizer_ = std::make_unique<optim::SGD>(net->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   }
 
  protected:

@@ -64,7 +64,7 @@ class UNet final : public Workload {
     x_ = randn({kBatch, kChannels, kSide, kSide});         // (16, 3, 64, 64)
     target_ = randint(0, kClasses, {kBatch, kSide, kSide});  // int64 (16, 64, 64)
     place_on(device, {&x_, &target_});
-    optimizer_ = std::make_unique<optim::SGD>(net_->parameters(), optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+    optimizer_ = std::make_unique<optim::SGD>(net_->parameters(), optim::SGDOptions(0.01).momentum(0.9));
   }
 
  protected:

@@ -31,11 +31,11 @@ void Workload::shard_optimizer_state() {
   std::vector<Tensor> params = optimizer_->params();
   if (auto* sgd = dynamic_cast<optim::SGD*>(optimizer_.get())) {
     optim::SGDOptions o = sgd->options();
-    o.zero_redundancy = true;
+    o.zero_redundancy(true);
     optimizer_ = std::make_unique<optim::SGD>(std::move(params), o);
   } else if (auto* adamw = dynamic_cast<optim::AdamW*>(optimizer_.get())) {
     optim::AdamWOptions o = adamw->options();
-    o.zero_redundancy = true;
+    o.zero_redundancy(true);
     optimizer_ = std::make_unique<optim::AdamW>(std::move(params), o);
   } else {
     throw NotImplementedError("model zoo: shard_optimizer_state knows SGD and AdamW only");

@@ -811,8 +811,7 @@ dtr_status dtr_optim_sgd(const dtr_tensor* params, size_t n, double lr, double m
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
     const TensorList ps(params, n, false);
-    optim::SGDOptions opts{.lr = lr, .momentum = momentum, .weight_decay = weight_decay,
-                           .nesterov = nesterov != 0};
+    auto opts = optim::SGDOptions(lr).momentum(momentum).weight_decay(weight_decay).nesterov(nesterov != 0);
     *out = new_optimizer(std::make_unique<optim::SGD>(
         std::vector<Tensor>(ps.tensors().begin(), ps.tensors().end()), opts));
   });
@@ -823,8 +822,7 @@ dtr_status dtr_optim_adamw(const dtr_tensor* params, size_t n, double lr, double
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
     const TensorList ps(params, n, false);
-    optim::AdamWOptions opts{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
-                             .weight_decay = weight_decay};
+    auto opts = optim::AdamWOptions(lr).betas(std::make_tuple(beta1, beta2)).eps(eps).weight_decay(weight_decay);
     *out = new_optimizer(std::make_unique<optim::AdamW>(
         std::vector<Tensor>(ps.tensors().begin(), ps.tensors().end()), opts));
   });

@@ -1,16 +1,21 @@
 // dtr: an eager tensor library with Dynamic Tensor Rematerialization.
-// The one header users include.
+// The one header users include: every public header (logging setters
+// such as dtr::set_log_level come with core/logging.h).
 #pragma once
 
+#include "core/allocator.h"
 #include "core/backend.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/logging.h"
+#include "core/op_registry.h"
 #include "core/options.h"
 #include "core/parallel.h"
 #include "core/scalar.h"
 #include "core/shape.h"
+#include "core/storage.h"
 #include "eager/autocast.h"
 #include "eager/autograd.h"
 #include "eager/checkpoint.h"
@@ -22,6 +27,7 @@
 #include "eager/random.h"
 #include "eager/tensor.h"
 #include "remat/planner.h"
+#include "remat/policy.h"
 #include "remat/runtime.h"
 #include "remat/trace.h"
 #include "eager/nn/attention.h"
@@ -30,5 +36,6 @@
 #include "eager/nn/module.h"
 #include "eager/nn/parallel/ddp.h"
 #include "eager/nn/state_dict.h"
+#include "eager/nn/utils.h"
 #include "eager/optim.h"
 #include "eager/serialize.h"

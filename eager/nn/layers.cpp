@@ -151,4 +151,34 @@ GELU::GELU(std::string approx) : UnaryModule("GELU"), approximate(std::move(appr
 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 
+// ---- activations, pooling, Flatten ---------------------------------------------
+
+Tensor SiLU::forward(const Tensor& x) { return silu(x); }
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+
+MaxPool2d::MaxPool2d(Pair2 k, std::optional<Pair2> s, Pair2 p)
+    : UnaryModule("MaxPool2d"), kernel_size(k), stride(s.value_or(k)), padding(p) {}
+
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return max_pool2d(x, {kernel_size.h, kernel_size.w}, {stride.h, stride.w}, {padding.h, padding.w});
+}
+
+AvgPool2d::AvgPool2d(Pair2 k, std::optional<Pair2> s, Pair2 p)
+    : UnaryModule("AvgPool2d"), kernel_size(k), stride(s.value_or(k)), padding(p) {}
+
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return avg_pool2d(x, {kernel_size.h, kernel_size.w}, {stride.h, stride.w}, {padding.h, padding.w});
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Pair2 o) : UnaryModule("AdaptiveAvgPool2d"), output_size(o) {}
+
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  return adaptive_avg_pool2d(x, {output_size.h, output_size.w});
+}
+
+Flatten::Flatten(int64_t s, int64_t e) : UnaryModule("Flatten"), start_dim(s), end_dim(e) {}
+
+Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim, end_dim); }
+
 }  // namespace dtr::nn

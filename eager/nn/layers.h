@@ -1,5 +1,6 @@
 // Layers of torch.nn: Linear, Conv2d, BatchNorm2d, LayerNorm, Embedding,
-// Dropout, ReLU, GELU. Constructors take the PyTorch arguments in PyTorch's
+// Dropout, ReLU, GELU, SiLU, Tanh, Sigmoid, MaxPool2d, AvgPool2d,
+// AdaptiveAvgPool2d, Flatten. Constructors take the PyTorch arguments in PyTorch's
 // order and end with TensorOptions (PyTorch's dtype=/device=); parameters
 // are initialized like PyTorch from the global seed (dtr::manual_seed).
 #pragma once
@@ -120,6 +121,67 @@ class GELU : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   std::string approximate;
+};
+
+/// torch.nn.SiLU: x * sigmoid(x). TypeError for non-floating input.
+class SiLU : public UnaryModule {
+ public:
+  SiLU() : UnaryModule("SiLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+/// torch.nn.Tanh.
+class Tanh : public UnaryModule {
+ public:
+  Tanh() : UnaryModule("Tanh") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+/// torch.nn.Sigmoid.
+class Sigmoid : public UnaryModule {
+ public:
+  Sigmoid() : UnaryModule("Sigmoid") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+/// torch.nn.MaxPool2d(kernel_size, stride=None, padding=0) (dilation 1, no
+/// ceil_mode, no indices). `stride` omitted = kernel_size. forward: x (N, C,
+/// H, W) → (N, C, H', W'); errors from dtr::max_pool2d.
+class MaxPool2d : public UnaryModule {
+ public:
+  explicit MaxPool2d(Pair2 kernel_size, std::optional<Pair2> stride = std::nullopt, Pair2 padding = 0);
+  Tensor forward(const Tensor& x) override;
+
+  Pair2 kernel_size, stride, padding;
+};
+
+/// torch.nn.AvgPool2d(kernel_size, stride=None, padding=0) (count_include_pad,
+/// no ceil_mode). `stride` omitted = kernel_size. forward: x (N, C, H, W) →
+/// (N, C, H', W'); errors from dtr::avg_pool2d.
+class AvgPool2d : public UnaryModule {
+ public:
+  explicit AvgPool2d(Pair2 kernel_size, std::optional<Pair2> stride = std::nullopt, Pair2 padding = 0);
+  Tensor forward(const Tensor& x) override;
+
+  Pair2 kernel_size, stride, padding;
+};
+
+/// torch.nn.AdaptiveAvgPool2d(output_size): x (N, C, H, W) → (N, C, oh, ow).
+class AdaptiveAvgPool2d : public UnaryModule {
+ public:
+  explicit AdaptiveAvgPool2d(Pair2 output_size);
+  Tensor forward(const Tensor& x) override;
+
+  Pair2 output_size;
+};
+
+/// torch.nn.Flatten(start_dim=1, end_dim=-1): flattens dims start..end into one.
+class Flatten : public UnaryModule {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
+  Tensor forward(const Tensor& x) override;
+
+  int64_t start_dim, end_dim;
 };
 
 }  // namespace dtr::nn

@@ -57,10 +57,21 @@ void Module::collect(const std::string& prefix, bool recurse, bool params, Named
   for (const auto& [n, child] : children_) child->collect(prefix + n + ".", true, params, out);
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
+namespace {
+// Keeps the first entry of each tensor (PyTorch's remove_duplicate).
+NamedTensors first_of_each(NamedTensors all) {
+  std::unordered_set<const TensorImpl*> seen;
+  NamedTensors out;
+  for (auto& e : all)
+    if (seen.insert(e.second.impl()).second) out.push_back(std::move(e));
+  return out;
+}
+}  // namespace
+
+NamedTensors Module::named_parameters(bool recurse, bool remove_duplicate) const {
   NamedTensors out;
   collect("", recurse, true, out);
-  return out;
+  return remove_duplicate ? first_of_each(std::move(out)) : out;
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -69,10 +80,10 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
   return out;
 }
 
-NamedTensors Module::named_buffers(bool recurse) const {
+NamedTensors Module::named_buffers(bool recurse, bool remove_duplicate) const {
   NamedTensors out;
   collect("", recurse, false, out);
-  return out;
+  return remove_duplicate ? first_of_each(std::move(out)) : out;
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) const {
@@ -85,8 +96,8 @@ namespace {
 // torch.nn.Module.state_dict order: per module its parameters, then its
 // buffers, then each child's entries.
 void state_entries(const Module& m, const std::string& prefix, NamedTensors& out) {
-  for (auto& [n, t] : m.named_parameters(false)) out.emplace_back(prefix + n, t);
-  for (auto& [n, t] : m.named_buffers(false)) out.emplace_back(prefix + n, t);
+  for (auto& [n, t] : m.named_parameters(false, false)) out.emplace_back(prefix + n, t);
+  for (auto& [n, t] : m.named_buffers(false, false)) out.emplace_back(prefix + n, t);
   for (const auto& [n, child] : m.named_children()) state_entries(*child, prefix + n + ".", out);
 }
 }  // namespace
@@ -167,7 +178,23 @@ void set_data(TensorImpl& impl, const Tensor& src) {
 }
 }  // namespace
 
-void Module::to(Device device) {
+void Module::to(Device device) { apply_to(device, std::nullopt); }
+
+void Module::to(DType dtype) {
+  DTR_CHECK(is_floating(dtype), TypeError,
+            "{}.to: nn.Module.to only accepts floating point dtypes, but got desired dtype={}", name_,
+            dtype_name(dtype));
+  apply_to(std::nullopt, dtype);
+}
+
+void Module::to(Device device, DType dtype) {
+  DTR_CHECK(is_floating(dtype), TypeError,
+            "{}.to: nn.Module.to only accepts floating point dtypes, but got desired dtype={}", name_,
+            dtype_name(dtype));
+  apply_to(device, dtype);
+}
+
+void Module::apply_to(std::optional<Device> device, std::optional<DType> dtype) {
   NamedTensors own;
   state_entries(*this, "", own);
   // (tensor to change, its copy on `device`), the copies made before any
@@ -176,8 +203,14 @@ void Module::to(Device device) {
   std::unordered_set<const TensorImpl*> seen;
   NoGradGuard no_grad;
   auto plan = [&](const Tensor& t) {
-    if (!t.defined() || t.device() == device || !seen.insert(t.impl()).second) return;
-    moves.emplace_back(t, t.detach().to(device));
+    if (!t.defined()) return;
+    const bool cast = dtype && t.is_floating_point() && t.dtype() != *dtype;
+    const bool move = device && t.device() != *device;
+    if ((!cast && !move) || !seen.insert(t.impl()).second) return;
+    Tensor copy = t.detach();
+    if (cast) copy = copy.to(*dtype);
+    if (move) copy = copy.to(*device);
+    moves.emplace_back(t, copy);
   };
   for (const auto& [n, t] : own) {
     plan(t);
@@ -185,7 +218,7 @@ void Module::to(Device device) {
   }
   for (auto& [t, copy] : moves) {
     set_data(*t.impl(), copy);
-    // Loaded data on `device`: its lineage (a copy of the old bytes) is
+    // Loaded data: its lineage (a copy of the old bytes) is
     // dropped, which frees the old bytes once no one else holds them.
     remat::Runtime::global().register_constant(*t.storage());
   }
@@ -207,6 +240,19 @@ const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
   DTR_CHECK(i < layers_.size(), IndexError, "Sequential: index {} is out of range for {} layers", i,
             layers_.size());
   return layers_[i];
+}
+
+// ---- ModuleList -------------------------------------------------------------------
+
+void ModuleList::push_back(std::shared_ptr<Module> m) {
+  register_module(std::to_string(modules_.size()), m);
+  modules_.push_back(std::move(m));
+}
+
+const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
+  DTR_CHECK(i < modules_.size(), IndexError, "ModuleList: index {} is out of range for {} modules",
+            i, modules_.size());
+  return modules_[i];
 }
 
 Tensor Sequential::forward(const Tensor& x) {

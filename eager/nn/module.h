@@ -15,7 +15,10 @@
 //   };
 #pragma once
 
+#include <initializer_list>
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +37,12 @@ class Module {
   virtual ~Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+  /// Modules are movable, so a layer can be built as a value and handed to a
+  /// container (`Sequential(Linear(8, 16), ReLU())`): the parameters,
+  /// buffers and children move with their handles (no module keeps a pointer
+  /// to itself). A moved-from module is empty.
+  Module(Module&&) = default;
+  Module& operator=(Module&&) = default;
 
   /// The layer's type name ("Linear"), used in messages.
   const std::string& name() const { return name_; }
@@ -57,10 +66,14 @@ class Module {
 
   // ---- traversal --------------------------------------------------------------
   /// (dotted name, parameter) in registration order, own ones first, then
-  /// each child's (torch.nn.Module.named_parameters).
-  NamedTensors named_parameters(bool recurse = true) const;
+  /// each child's (torch.nn.Module.named_parameters). With
+  /// `remove_duplicate` (PyTorch's default) a tensor registered under several
+  /// names (tied weights, a child registered twice) appears once, under its
+  /// first name; so an optimizer can be given parameters() directly.
+  NamedTensors named_parameters(bool recurse = true, bool remove_duplicate = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
-  NamedTensors named_buffers(bool recurse = true) const;
+  /// As named_parameters, for the buffers.
+  NamedTensors named_buffers(bool recurse = true, bool remove_duplicate = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   /// Direct children in registration order.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
@@ -116,6 +129,17 @@ class Module {
   /// (from the copy), OutOfMemoryError when the copies do not fit under
   /// `device`'s budget.
   void to(Device device);
+  /// Casts every floating parameter and buffer (and a defined .grad of a
+  /// floating parameter) to the floating dtype `dtype` in place, as
+  /// torch.nn.Module.to(dtype): integer and bool tensors (BatchNorm's
+  /// num_batches_tracked) are left alone. Same in-place rules as to(device):
+  /// every handle sees the cast, nothing changes on error, tied tensors are
+  /// cast once. Throws TypeError when `dtype` is not floating (PyTorch:
+  /// "nn.Module.to only accepts floating point or complex dtypes").
+  void to(DType dtype);
+  /// to(device) and to(dtype) in one pass (torch.nn.Module.to(device, dtype)).
+  void to(Device device, DType dtype);
+  void to(DeviceType device) { to(Device(device)); }
 
  protected:
   void add_child(std::string name, std::shared_ptr<Module> module);
@@ -123,6 +147,8 @@ class Module {
  private:
   void check_new_name(const std::string& name, const char* what) const;
   void collect(const std::string& prefix, bool recurse, bool params, NamedTensors& out) const;
+  /// Moves to `device` and/or casts floating tensors to `dtype` (see to()).
+  void apply_to(std::optional<Device> device, std::optional<DType> dtype);
 
   std::string name_;
   bool training_ = true;
@@ -139,21 +165,102 @@ class UnaryModule : public Module {
   Tensor operator()(const Tensor& x) { return forward(x); }
 };
 
+namespace detail {
+/// A module value (moved into a new shared_ptr) or a shared_ptr to one, as
+/// the containers accept them (libtorch's module holders).
+template <typename Base, typename M>
+std::shared_ptr<Base> module_ptr(M&& m) {
+  using D = std::remove_cvref_t<M>;
+  if constexpr (std::is_base_of_v<Base, D>) {
+    static_assert(!std::is_lvalue_reference_v<M>,
+                  "modules are not copyable: std::move the module or pass a shared_ptr");
+    return std::make_shared<D>(std::forward<M>(m));
+  } else {
+    return std::shared_ptr<Base>(std::forward<M>(m));
+  }
+}
+/// True for a module derived from Base, or a shared_ptr to one.
+template <typename Base, typename M>
+inline constexpr bool is_module_arg_v =
+    std::is_base_of_v<Base, std::remove_cvref_t<M>> ||
+    std::is_convertible_v<std::remove_cvref_t<M>, std::shared_ptr<Base>>;
+}  // namespace detail
+
 /// Applies its children in order (torch.nn.Sequential); they are named
-/// "0", "1", ... in the state_dict.
+/// "0", "1", ... in the state_dict. Built from module values or shared_ptrs:
+///
+///   nn::Sequential seq(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 1));
+///   seq.push_back(nn::Linear(1, 1));               // a value: moved in
+///   seq.push_back(std::make_shared<nn::ReLU>());  // a shared_ptr: shared
 class Sequential : public UnaryModule {
  public:
   Sequential() : UnaryModule("Sequential") {}
   Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules);
+  /// One child per argument, each a UnaryModule value or a shared_ptr to one.
+  template <typename M, typename... Ms,
+            typename = std::enable_if_t<
+                !(sizeof...(Ms) == 0 && std::is_same_v<std::remove_cvref_t<M>, Sequential>) &&
+                detail::is_module_arg_v<UnaryModule, M> &&
+                (detail::is_module_arg_v<UnaryModule, Ms> && ...)>>
+  explicit Sequential(M&& first, Ms&&... rest) : UnaryModule("Sequential") {
+    push_back(std::forward<M>(first));
+    (push_back(std::forward<Ms>(rest)), ...);
+  }
   /// Appends `m` under the next index.
   void push_back(std::shared_ptr<UnaryModule> m);
+  /// Appends a module value (moved into a shared_ptr) under the next index.
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<UnaryModule, std::remove_cvref_t<M>>>>
+  void push_back(M&& m) {
+    push_back(detail::module_ptr<UnaryModule>(std::forward<M>(m)));
+  }
   size_t size() const { return layers_.size(); }
   /// The i-th layer; throws IndexError when out of range.
   const std::shared_ptr<UnaryModule>& operator[](size_t i) const;
+  auto begin() const { return layers_.begin(); }
+  auto end() const { return layers_.end(); }
   Tensor forward(const Tensor& x) override;
 
  private:
   std::vector<std::shared_ptr<UnaryModule>> layers_;
+};
+
+/// Holds modules in a list (torch.nn.ModuleList): children named "0", "1",
+/// ..., registered so their parameters appear as "0.weight", ...; no forward.
+/// Accepts module values (moved in) or shared_ptrs, like Sequential.
+class ModuleList : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  template <typename... Ms, typename = std::enable_if_t<(sizeof...(Ms) > 0) &&
+                                                        (detail::is_module_arg_v<Module, Ms> && ...) &&
+                                                        !(sizeof...(Ms) == 1 &&
+                                                          (std::is_same_v<std::remove_cvref_t<Ms>, ModuleList> && ...))>>
+  explicit ModuleList(Ms&&... modules) : Module("ModuleList") {
+    (push_back(std::forward<Ms>(modules)), ...);
+  }
+  /// Appends `m` under the next index (ModuleList.append).
+  void push_back(std::shared_ptr<Module> m);
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<Module, std::remove_cvref_t<M>>>>
+  void push_back(M&& m) {
+    push_back(detail::module_ptr<Module>(std::forward<M>(m)));
+  }
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  /// The i-th module; throws IndexError when out of range.
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  /// The i-th module as a T (libtorch's ModuleList::ptr<T>); throws
+  /// IndexError when out of range, TypeError when it is not a T.
+  template <typename T>
+  std::shared_ptr<T> ptr(size_t i) const {
+    auto p = std::dynamic_pointer_cast<T>((*this)[i]);
+    DTR_CHECK(p != nullptr, TypeError, "ModuleList: module {} is a {}, not the type asked for", i,
+              (*this)[i]->name());
+    return p;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
 };
 
 }  // namespace dtr::nn

@@ -99,12 +99,10 @@ std::unique_ptr<optim::Optimizer> make(Kind kind, std::vector<Tensor> ps, bool z
                                        std::shared_ptr<dist::ProcessGroup> group = nullptr) {
   if (kind == Kind::kSGD) {
     return std::make_unique<optim::SGD>(
-        std::move(ps), optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01,
-                                         .zero_redundancy = zero, .process_group = std::move(group)});
+        std::move(ps), optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(0.01).zero_redundancy(zero).process_group(std::move(group)));
   }
   return std::make_unique<optim::AdamW>(
-      std::move(ps), optim::AdamWOptions{.lr = 1e-2, .weight_decay = 0.1, .amsgrad = true,
-                                         .zero_redundancy = zero, .process_group = std::move(group)});
+      std::move(ps), optim::AdamWOptions(1e-2).weight_decay(0.1).amsgrad(true).zero_redundancy(zero).process_group(std::move(group)));
 }
 
 /// Copies of `ps` that require grad (independent storages).

@@ -106,7 +106,7 @@ TEST(Autocast, GradientsReachFloat32ParametersAsFloat32) {
     ++k;
   }
   // An optimizer step in float32 works on these grads.
-  optim::AdamW opt(std::vector<Tensor>{l1.weight, l1.bias, l2.weight, l2.bias}, {.lr = 0.01});
+  optim::AdamW opt(std::vector<Tensor>{l1.weight, l1.bias, l2.weight, l2.bias}, optim::AdamWOptions(0.01));
   opt.step();
   EXPECT_EQ(l1.weight.dtype(), kFloat32);
 }

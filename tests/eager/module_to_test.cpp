@@ -23,7 +23,7 @@ std::shared_ptr<nn::Sequential> make_mlp() {
 double sgd_step(nn::Module& m, nn::UnaryModule& fwd, Device device) {
   manual_seed(11);
   const Tensor x = randn({5, 6}).to(device), target = randn({5, 3}).to(device);
-  optim::SGD opt(m.parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  optim::SGD opt(m.parameters(), optim::SGDOptions(0.1).momentum(0.9));
   opt.zero_grad();
   const Tensor loss = mse_loss(fwd.forward(x), target);
   loss.backward();
@@ -76,7 +76,7 @@ TEST(ModuleTo, HandlesTakenBeforeTheMoveSeeIt) {
   // An optimizer built from the old handles trains the moved parameters.
   manual_seed(3);
   const Tensor x = randn({2, 6}).to(second_device());
-  optim::SGD opt(before, optim::SGDOptions{.lr = 0.5});
+  optim::SGD opt(before, optim::SGDOptions(0.5));
   m->forward(x).sum().backward();
   opt.step();
   EXPECT_EQ(before[0].grad().device(), second_device());
@@ -151,10 +151,11 @@ TEST(ModuleTo, TiedParameterMovesOnceAndStaysShared) {
   auto a = std::make_shared<nn::Linear>(4, 4);
   nn::Sequential m;
   m.push_back(a);
-  m.push_back(a);  // the same layer twice: its weight is listed under two names
-  ASSERT_EQ(m.named_parameters().size(), 4u);
+  m.push_back(a);  // the same layer twice: its weight is registered under two names
+  ASSERT_EQ(m.named_parameters().size(), 2u);  // listed once, as PyTorch's remove_duplicate
+  ASSERT_EQ(m.named_parameters(true, false).size(), 4u);
   m.to(second_device());
-  const auto named = m.named_parameters();
+  const auto named = m.named_parameters(true, false);
   EXPECT_EQ(named[0].second.impl(), named[2].second.impl());
   EXPECT_EQ(a->weight.device(), second_device());
 }

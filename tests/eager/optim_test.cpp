@@ -50,21 +50,21 @@ std::vector<double> run(Params& p, optim::Optimizer& opt, int from = 0, int to =
 TEST(OptimSGD, MatchesTorch) {
   {
     Params p;
-    optim::SGD opt(p.list(), {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+    optim::SGD opt(p.list(), optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01));
     run(p, opt);
     EXPECT_TRUE(testing::allclose(p.p0, {-0.7926481111425001, -0.35466545458934995, -0.017725166411200005, 0.42025749014195}, 1e-14, 1e-13));
     EXPECT_TRUE(testing::allclose(p.p1, {-0.7926481111425001, -0.07490443779185, 0.5417968671838}, 1e-14, 1e-13));
   }
   {
     Params p;
-    optim::SGD opt(p.list(), {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+    optim::SGD opt(p.list(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01).nesterov(true));
     run(p, opt);
     EXPECT_TRUE(testing::allclose(p.p0, {-0.87852901143075, -0.337847228512965, -0.08870200600768001, 0.45197977691010505}, 1e-14, 1e-13));
     EXPECT_TRUE(testing::allclose(p.p1, {-0.87852901143075, -0.00015244617771497548, 0.58668755866282}, 1e-14, 1e-12));
   }
   {
     Params p;
-    optim::SGD opt(p.list(), {.lr = 0.5});
+    optim::SGD opt(p.list(), optim::SGDOptions(0.5));
     run(p, opt);
     EXPECT_TRUE(testing::allclose(p.p0, {-1.0875, -0.30425, -0.25225, 0.531}, 1e-14, 1e-13));
     EXPECT_TRUE(testing::allclose(p.p1, {-1.0875, 0.17075, 0.69775}, 1e-14, 1e-13));
@@ -77,7 +77,7 @@ TEST(OptimSGD, MatchesTorch) {
 TEST(OptimAdamW, MatchesTorch) {
   {
     Params p;
-    optim::AdamW opt(p.list(), {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1});
+    optim::AdamW opt(p.list(), optim::AdamWOptions(0.01).betas(std::make_tuple(0.9, 0.99)).eps(1e-8).weight_decay(0.1));
     run(p, opt);
     EXPECT_TRUE(testing::allclose(p.p0, {-0.7439685558725851, -0.36768978766601146, 0.0237237533391905, 0.4000025213452233}, 1e-14, 1e-12));
     EXPECT_TRUE(testing::allclose(p.p1, {-0.7439685558725851, -0.11843903824864392, 0.5146578661709248}, 1e-14, 1e-12));
@@ -90,7 +90,7 @@ TEST(OptimAdamW, MatchesTorch) {
   }
   {
     Params p;
-    optim::AdamW opt(p.list(), {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1, .amsgrad = true});
+    optim::AdamW opt(p.list(), optim::AdamWOptions(0.01).betas(std::make_tuple(0.9, 0.99)).eps(1e-8).weight_decay(0.1).amsgrad(true));
     run(p, opt);
     EXPECT_TRUE(testing::allclose(p.p0, {-0.7439583649763529, -0.3676999785612866, 0.023733944235372374, 0.39999233044934374}, 1e-14, 1e-12));
     EXPECT_TRUE(testing::allclose(p.p1, {-0.7439583649763529, -0.1184492291448381, 0.5146476752748813}, 1e-14, 1e-12));
@@ -106,7 +106,7 @@ TEST(OptimAdamW, MatchesTorch) {
   {
     // float32 parameters: same within float rounding.
     Params p(kFloat32);
-    optim::AdamW opt(p.list(), {.lr = 0.01});
+    optim::AdamW opt(p.list(), optim::AdamWOptions(0.01));
     run(p, opt);
     EXPECT_EQ(p.p0.dtype(), kFloat32);
     EXPECT_TRUE(testing::allclose(p.p0, {-0.7459792494773865, -0.3686862289905548, 0.023789741098880768, 0.4010827839374542}, 1e-6, 1e-5));
@@ -116,7 +116,7 @@ TEST(OptimAdamW, MatchesTorch) {
 
 TEST(OptimCommon, ZeroGradAndSkippedParameters) {
   Params p;
-  optim::AdamW opt(p.list(), {.lr = 0.1});
+  optim::AdamW opt(p.list(), optim::AdamWOptions(0.1));
   set_grads(p, 0);
   opt.zero_grad();
   EXPECT_FALSE(p.p0.grad().defined());
@@ -135,7 +135,7 @@ TEST(OptimCommon, ZeroGradAndSkippedParameters) {
   // An optimizer step trains a real model: a gradient from backward.
   manual_seed(0);
   nn::Linear lin(2, 1);
-  optim::SGD sgd(lin.parameters(), {.lr = 0.02});
+  optim::SGD sgd(lin.parameters(), optim::SGDOptions(0.02));
   Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
   Tensor y = from_vector(std::vector<float>{1, -1}, {2, 1});
   double first = 0, last = 0;
@@ -153,8 +153,8 @@ TEST(OptimCommon, ResumeFromStateDictIsBitwise) {
   for (bool adam : {false, true}) {
     Params a(kFloat32);
     std::unique_ptr<optim::Optimizer> oa;
-    if (adam) oa = std::make_unique<optim::AdamW>(a.list(), optim::AdamWOptions{.lr = 0.05, .weight_decay = 0.1});
-    else oa = std::make_unique<optim::SGD>(a.list(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true});
+    if (adam) oa = std::make_unique<optim::AdamW>(a.list(), optim::AdamWOptions(0.05).weight_decay(0.1));
+    else oa = std::make_unique<optim::SGD>(a.list(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
     run(a, *oa, 0, 2);
 
     // A fresh run resumes from the saved parameters and optimizer state
@@ -168,8 +168,8 @@ TEST(OptimCommon, ResumeFromStateDictIsBitwise) {
       b.p1.copy_(a.p1);
     }
     std::unique_ptr<optim::Optimizer> ob;
-    if (adam) ob = std::make_unique<optim::AdamW>(b.list(), optim::AdamWOptions{.lr = 1.0});
-    else ob = std::make_unique<optim::SGD>(b.list(), optim::SGDOptions{.lr = 1.0, .momentum = 0.5});
+    if (adam) ob = std::make_unique<optim::AdamW>(b.list(), optim::AdamWOptions(1.0));
+    else ob = std::make_unique<optim::SGD>(b.list(), optim::SGDOptions(1.0).momentum(0.5));
     ob->load_state_dict(load(path));
     std::remove(path.c_str());
     EXPECT_EQ(ob->lr(), 0.05);
@@ -187,12 +187,12 @@ TEST(OptimCommon, ResumeFromStateDictIsBitwise) {
 
 TEST(OptimCommon, Errors) {
   Params p;
-  EXPECT_THROW(optim::SGD(p.list(), {.lr = -1}), ValueError);
-  EXPECT_THROW(optim::SGD(p.list(), {.lr = 0.1, .nesterov = true}), ValueError);
-  EXPECT_THROW(optim::SGD(p.list(), {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}), ValueError);
-  EXPECT_THROW(optim::AdamW(p.list(), {.beta1 = 1.0}), ValueError);
-  EXPECT_THROW(optim::AdamW(p.list(), {.eps = -1}), ValueError);
-  EXPECT_THROW(optim::AdamW(p.list(), {.weight_decay = -0.1}), ValueError);
+  EXPECT_THROW(optim::SGD(p.list(), optim::SGDOptions(-1)), ValueError);
+  EXPECT_THROW(optim::SGD(p.list(), optim::SGDOptions(0.1).nesterov(true)), ValueError);
+  EXPECT_THROW(optim::SGD(p.list(), optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).nesterov(true)), ValueError);
+  EXPECT_THROW(optim::AdamW(p.list(), optim::AdamWOptions().betas(std::make_tuple(1.0, 0.999))), ValueError);
+  EXPECT_THROW(optim::AdamW(p.list(), optim::AdamWOptions().eps(-1)), ValueError);
+  EXPECT_THROW(optim::AdamW(p.list(), optim::AdamWOptions().weight_decay(-0.1)), ValueError);
   EXPECT_THROW(optim::AdamW({}), ValueError);
   EXPECT_THROW(optim::AdamW({ones({2})}), ValueError);  // does not require grad
   EXPECT_THROW(optim::AdamW({p.p0, p.p0}), ValueError);

@@ -19,7 +19,7 @@ int main() {
     }
     net->push_back(std::make_shared<dtr::nn::Linear>(64, 4));
     dtr::optim::SGDOptions o;
-    o.lr = 0.05;
+    o.lr(0.05);
     dtr::optim::SGD opt(net->parameters(), o);
     std::vector<float> xs(256 * 16);
     for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i % 13) / 13.0f - 0.5f;

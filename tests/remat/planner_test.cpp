@@ -100,8 +100,8 @@ class Transformer final : public Workload {
     }
     head = param({V, C}, 0.2);
     optim::SGDOptions o;
-    o.lr = 0.05;
-    o.momentum = 0.9;
+    o.lr(0.05);
+    o.momentum(0.9);
     optimizer = std::make_unique<optim::SGD>(params, o);
     std::vector<int64_t> ids(size_t(B * T)), next(size_t(B * T));
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -148,7 +148,7 @@ class Cnn final : public Workload {
       for (const Tensor& p : c->parameters()) ps.push_back(p);
     for (const Tensor& p : fc->parameters()) ps.push_back(p);
     optim::SGDOptions o;
-    o.lr = 0.05;
+    o.lr(0.05);
     optimizer = std::make_unique<optim::SGD>(ps, o);
     x = data({16, 1, 16, 16}, 0.21);
     y = targets(16, 10);
@@ -492,8 +492,8 @@ class InplaceChain final : public Workload {
       ws.push_back(w);
     }
     optim::SGDOptions o;
-    o.lr = 0.01;
-    o.momentum = 0.9;
+    o.lr(0.01);
+    o.momentum(0.9);
     optimizer = std::make_unique<optim::SGD>(ws, o);
     x = data({1024, 128});
   }

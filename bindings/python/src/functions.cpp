@@ -441,13 +441,21 @@ void bind_nn_optim(nb::module_& m) {
   nb::class_<optim::SGD, optim::Optimizer>(m, "_SGD")
       .def("__init__", [](optim::SGD* o, std::vector<Tensor> params, double lr, double momentum,
                           double dampening, double weight_decay, bool nesterov) {
-        new (o) optim::SGD(std::move(params), {lr, momentum, dampening, weight_decay, nesterov});
+        new (o) optim::SGD(std::move(params), optim::SGDOptions(lr)
+                                                .momentum(momentum)
+                                                .dampening(dampening)
+                                                .weight_decay(weight_decay)
+                                                .nesterov(nesterov));
       },
       "params"_a, "lr"_a, "momentum"_a, "dampening"_a, "weight_decay"_a, "nesterov"_a);
   nb::class_<optim::AdamW, optim::Optimizer>(m, "_AdamW")
       .def("__init__", [](optim::AdamW* o, std::vector<Tensor> params, double lr, double beta1,
                           double beta2, double eps, double weight_decay, bool amsgrad) {
-        new (o) optim::AdamW(std::move(params), {lr, beta1, beta2, eps, weight_decay, amsgrad});
+        new (o) optim::AdamW(std::move(params), optim::AdamWOptions(lr)
+                                                  .betas(std::make_tuple(beta1, beta2))
+                                                  .eps(eps)
+                                                  .weight_decay(weight_decay)
+                                                  .amsgrad(amsgrad));
       },
       "params"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a, "amsgrad"_a);
 }

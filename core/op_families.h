@@ -18,4 +18,5 @@
   X(binary)                \
   X(reduce)                \
   X(loss)                  \
-  X(norm)
+  X(norm)                  \
+  X(resample)

@@ -1,5 +1,5 @@
-// Normalization: layer_norm, rms_norm, batch_norm.
-// PyTorch: torch.nn.functional.{layer_norm, rms_norm, batch_norm}. Kernels in
+// Normalization: layer_norm, rms_norm, batch_norm, group_norm.
+// PyTorch: torch.nn.functional.{layer_norm, rms_norm, batch_norm, group_norm}. Kernels in
 // cpu/norm.cpp. Under autocast all three run in float32.
 //
 // Saved state. The backward rules save only the inputs (x, weight) and
@@ -10,6 +10,12 @@
 // the full-size normalized output would then be held for backward too. The
 // recomputation is one extra read of x per row or channel, while the row is
 // hot in cache for layer_norm.
+//
+// group_norm is a composite: layer_norm without affine over each (sample,
+// group) row of x viewed as (N, G, C/G * spatial), then the per-channel
+// affine. Under a budget it holds x and the normalized tensor for backward
+// (both evictable; the latter is one layer_norm to rebuild), where a fused
+// kernel would hold x and two (N, G) statistics.
 //
 // batch_norm in training mode is two ops (Note [replay equals original]):
 // the pure `batch_norm` op computes (y, batch mean, batch var) and may be
@@ -382,6 +388,48 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
              Attrs{{"momentum", momentum}, {"scale", n / (n - 1)}});
   }
   return outs[0];
+}
+
+/// torch.nn.functional.group_norm on x (N, C, *), floating: the C channels
+/// are split into num_groups contiguous groups; each (sample, group) is
+/// normalized over its C / num_groups channels and all spatial positions,
+/// y = (x - mean) / sqrt(var + eps) with the biased variance, then
+/// y * weight[c] + bias[c]. weight and bias: (C) of x's dtype, or undefined.
+/// Throws ValueError for fewer than 2 dims, num_groups not positive or not
+/// dividing C, a weight/bias not of shape (C) or a negative eps; TypeError
+/// for non-floating x or a weight/bias of another dtype.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  DTR_CHECK(x.defined(), ValueError, "group_norm: input is an undefined tensor");
+  DTR_CHECK(x.dim() >= 2, ValueError,
+            "group_norm: expected at least 2 dimensions for input tensor but received shape {}",
+            shape_str(x.shape()));
+  ops::check_floating("group_norm", x.meta());
+  const int64_t N = x.size(0), C = x.size(1);
+  DTR_CHECK(num_groups > 0 && C % num_groups == 0, ValueError,
+            "group_norm: expected number of channels in input to be divisible by num_groups (a "
+            "positive number), but got input of shape {} and num_groups={}",
+            shape_str(x.shape()), num_groups);
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    const std::string_view what = p == &weight ? "weight" : "bias";
+    DTR_CHECK(p->dtype() == x.dtype(), TypeError, "group_norm: {} has dtype {} but input has dtype {}",
+              what, dtype_name(p->dtype()), dtype_name(x.dtype()));
+    DTR_CHECK(p->dim() == 1 && p->size(0) == C, ValueError,
+              "group_norm: expected {} of shape [{}], got {} (input shape {})", what, C,
+              shape_str(p->shape()), shape_str(x.shape()));
+  }
+  const int64_t per_group = x.numel() / std::max<int64_t>(N * num_groups, 1);
+  Tensor y = reshape(
+      layer_norm(reshape(x, {N, num_groups, per_group}), {per_group}, Tensor(), Tensor(), eps),
+      x.shape());
+  if (!weight.defined() && !bias.defined()) return y;
+  // (C) as (C, 1, ...) against x's trailing dims.
+  Shape param_shape(size_t(x.dim() - 1), 1);
+  param_shape[0] = C;
+  if (weight.defined()) y = mul(y, reshape(weight, param_shape));
+  if (bias.defined()) y = add(y, reshape(bias, param_shape));
+  return y;
 }
 
 }  // namespace dtr

@@ -108,6 +108,11 @@ TEST(GroupNorm, ErrorsAndModule) {
   const Tensor rows = reshape(y, {6, 50});
   for (double v : mean(rows, {1}).to_vector<double>()) EXPECT_NEAR(v, 0.0, 1e-5);
   for (double v : var(rows, {1}, 0).to_vector<double>()) EXPECT_NEAR(v, 1.0, 1e-3);
+  // bfloat16 computes in float32 and rounds: close to the float32 result.
+  const Tensor xf = randn({2, 4, 3, 3});
+  const Tensor yb = group_norm(xf.to(kBFloat16), 2, m.weight.to(kBFloat16), m.bias.to(kBFloat16));
+  EXPECT_EQ(yb.dtype(), kBFloat16);
+  EXPECT_TRUE(testing::allclose(yb.to(kFloat32), group_norm(xf, 2).to_vector<double>(), 2e-2));
   nn::GroupNorm plain(3, 6, 1e-5, /*affine=*/false);
   EXPECT_TRUE(plain.state_dict().keys().empty());
   EXPECT_THROW(nn::GroupNorm(4, 6), ValueError);

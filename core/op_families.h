@@ -20,3 +20,4 @@
   X(loss)                  \
   X(norm)                  \
   X(sort)
+  X(resample)

@@ -1,6 +1,7 @@
 // Convolution and pooling kernels on (N, C, H, W) tensors: conv2d by im2col +
 // GEMM (forward; input gradient by GEMM + col2im; weight gradient by im2col +
-// GEMM), max/avg/adaptive-avg pooling and their backward scatters.
+// GEMM), conv_transpose2d (the input gradient's kernel plus bias),
+// max/avg/adaptive-avg pooling and their backward scatters.
 //
 // Convolutions work on chunks of images: the column matrix of a chunk holds
 // the images side by side, (C/groups * kH * kW, images * Ho * Wo), so each
@@ -257,6 +258,27 @@ void conv2d_weight_grad(const KernelContext& c) {
   }
 }
 
+// ---- conv_transpose2d ---------------------------------------------------------------
+// inputs: x (N, Cin, H, W), weight (Cin, Cg, kH, kW), optional bias (Cg * groups);
+// outputs: y (N, Cg * groups, Ho, Wo). conv2d's input gradient with x as the
+// output gradient (y plays conv2d's input), then y += bias per channel.
+template <typename T>
+void conv_transpose2d_forward(const KernelContext& c) {
+  conv2d_input_grad<T>(c);
+  if (c.inputs.size() < 3) return;
+  const T* bias = c.inputs[2].ptr<T>();
+  const TensorArg& y = c.outputs[0];
+  T* Y = y.ptr<T>();
+  const int64_t C = y.shape[1], P = y.shape[2] * y.shape[3];
+  parallel_for(y.shape[0] * C, std::max<int64_t>(1, 16384 / std::max<int64_t>(P, 1)),
+               [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const T add = bias[t % C];
+      for (T* p = Y + t * P; p < Y + (t + 1) * P; ++p) *p += add;
+    }
+  });
+}
+
 template <template <typename> class Impl>
 KernelFn conv_kernel() {
   return [](const KernelContext& c) {
@@ -268,6 +290,7 @@ KernelFn conv_kernel() {
 template <typename T> struct Conv2dForward { static void run(const KernelContext& c) { conv2d_forward<T>(c); } };
 template <typename T> struct Conv2dInputGrad { static void run(const KernelContext& c) { conv2d_input_grad<T>(c); } };
 template <typename T> struct Conv2dWeightGrad { static void run(const KernelContext& c) { conv2d_weight_grad<T>(c); } };
+template <typename T> struct ConvTranspose2d { static void run(const KernelContext& c) { conv_transpose2d_forward<T>(c); } };
 
 // ---- pooling ----------------------------------------------------------------------------
 // Every pool runs over the N*C planes independently (Note [determinism]).
@@ -463,6 +486,7 @@ void register_conv_kernels() {
   set_cpu_kernel("conv2d", conv_kernel<Conv2dForward>());
   set_cpu_kernel("conv2d_input_grad", conv_kernel<Conv2dInputGrad>());
   set_cpu_kernel("conv2d_weight_grad", conv_kernel<Conv2dWeightGrad>());
+  set_cpu_kernel("conv_transpose2d", conv_kernel<ConvTranspose2d>());
   set_cpu_kernel("max_pool2d", conv_kernel<MaxPoolForward>());
   set_cpu_kernel("max_pool2d_backward", conv_kernel<MaxPoolBackward>());
   set_cpu_kernel("avg_pool2d", conv_kernel<AvgPoolForward>());

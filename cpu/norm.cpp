@@ -1,4 +1,4 @@
-// layer_norm, rms_norm, batch_norm (training and inference), the in-place
+// layer_norm, rms_norm, batch_norm (training and inference), group_norm, the in-place
 // running-statistics update, and the kernels of their backward rules.
 //
 // Statistics are two-pass sums in double over a fixed element order
@@ -467,6 +467,123 @@ void batch_norm_backward_kernel(const KernelContext& c) {
   });
 }
 
+// ---- group_norm -------------------------------------------------------------------
+// x (N, C, *) with C = G * Cg: the (n, g) rows of Cg * S contiguous elements
+// (S the spatial size) are layer_norm's rows, with the same statistics code;
+// the affine is per channel.
+
+struct GroupShape {
+  int64_t N, C, G, S;
+  int64_t Cg() const { return C / G; }
+  int64_t row() const { return Cg() * S; }
+};
+
+GroupShape group_shape(const TensorArg& x, const Attrs& a) {
+  const int64_t N = x.shape[0], C = x.shape[1];
+  return {N, C, a.i("num_groups"), N * C == 0 ? 0 : x.numel() / (N * C)};
+}
+
+// group_norm: inputs (x, [weight], [bias]); attrs num_groups, eps, has_weight,
+// has_bias → y like x: (x - mean) * rstd [* weight[c]] [+ bias[c]].
+void group_norm_kernel(const KernelContext& c) {
+  const TensorArg& x = c.inputs[0];
+  const GroupShape gs = group_shape(x, c.attrs);
+  const double eps = c.attrs.f("eps");
+  floating_dispatch(x.dtype, "group_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xp = x.ptr<T>();
+    T* y = c.outputs[0].ptr<T>();
+    const Affine<T> af = affine_inputs<T>(c, 1);
+    const int64_t n = gs.row(), S = gs.S;
+    if (n == 0) return;
+    parallel_for(gs.N * gs.G, row_grain(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        RowStats<T> st[1];
+        row_stats<1>(xp + r * n, n, eps, false, st);
+        for (int64_t k = 0; k < gs.Cg(); ++k) {
+          const int64_t ch = (r % gs.G) * gs.Cg() + k;
+          const C w = af.weight != nullptr ? to_compute(af.weight[ch]) : C(1);
+          const C b = af.bias != nullptr ? to_compute(af.bias[ch]) : C(0);
+          const T* xr = xp + r * n + k * S;
+          T* yr = y + r * n + k * S;
+          for (int64_t j = 0; j < S; ++j)
+            yr[j] = from_compute<T>((to_compute(xr[j]) - st[0].mean) * st[0].rstd * w + b);
+        }
+      }
+    });
+  });
+}
+
+// group_norm_backward: inputs (g, x, [weight]) → (gx, [gweight], [gbias]).
+// With xhat = (x - mean) * rstd and h = g * weight[c], over each (n, g) row:
+//   gx = rstd * (h - mean(h) - xhat * mean(h * xhat)),
+// and per channel gweight = sum over n, s of g * xhat, gbias = sum of g: the
+// (n, c) partial sums are formed per row, then added over n in order.
+void group_norm_backward_kernel(const KernelContext& c) {
+  const TensorArg &gin = c.inputs[0], &x = c.inputs[1];
+  const GroupShape gs = group_shape(x, c.attrs);
+  const double eps = c.attrs.f("eps");
+  const bool has_w = c.attrs.b("has_weight"), has_b = c.attrs.b("has_bias");
+  floating_dispatch(x.dtype, "group_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* gp = gin.ptr<T>();
+    const T* xp = x.ptr<T>();
+    const T* wp = has_w ? c.inputs[2].ptr<T>() : nullptr;
+    T* gx = c.outputs[0].ptr<T>();
+    const int64_t n = gs.row(), S = gs.S, Cg = gs.Cg();
+    std::vector<double> dw(size_t(gs.N * gs.C), 0.0), db(size_t(gs.N * gs.C), 0.0);
+    if (n > 0) {
+      parallel_for(gs.N * gs.G, row_grain(n), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          RowStats<T> st[1];
+          row_stats<1>(xp + r * n, n, eps, false, st);
+          const double mean = double(st[0].mean), rstd = double(st[0].rstd);
+          const T* xr = xp + r * n;
+          const T* gr = gp + r * n;
+          const int64_t ch0 = (r % gs.G) * Cg, nn = r / gs.G;
+          double sum_h = 0, sum_hx = 0;
+          for (int64_t k = 0; k < Cg; ++k) {
+            const double w = wp != nullptr ? double(to_compute(wp[ch0 + k])) : 1.0;
+            double sg = 0, sgx = 0;
+            for (int64_t j = 0; j < S; ++j) {
+              const double g = double(to_compute(gr[k * S + j]));
+              const double xh = (double(to_compute(xr[k * S + j])) - mean) * rstd;
+              sg += g;
+              sgx += g * xh;
+            }
+            dw[size_t(nn * gs.C + ch0 + k)] = sgx;
+            db[size_t(nn * gs.C + ch0 + k)] = sg;
+            sum_h += w * sg;
+            sum_hx += w * sgx;
+          }
+          const double mh = sum_h / double(n), mhx = sum_hx / double(n);
+          for (int64_t k = 0; k < Cg; ++k) {
+            const double w = wp != nullptr ? double(to_compute(wp[ch0 + k])) : 1.0;
+            for (int64_t j = 0; j < S; ++j) {
+              const int64_t i = k * S + j;
+              const double xh = (double(to_compute(xr[i])) - mean) * rstd;
+              gx[r * n + i] = from_compute<T>(
+                  compute_t<T>(rstd * (double(to_compute(gr[i])) * w - mh - xh * mhx)));
+            }
+          }
+        }
+      });
+    }
+    size_t out = 1;
+    auto reduce_over_n = [&](const std::vector<double>& part) {
+      T* dst = c.outputs[out++].ptr<T>();
+      for (int64_t ch = 0; ch < gs.C; ++ch) {
+        double acc = 0;
+        for (int64_t k = 0; k < gs.N; ++k) acc += part[size_t(k * gs.C + ch)];
+        dst[ch] = from_compute<T>(compute_t<T>(acc));
+      }
+    };
+    if (has_w) reduce_over_n(dw);
+    if (has_b) reduce_over_n(db);
+  });
+}
+
 }  // namespace
 
 void register_norm_kernels() {
@@ -478,6 +595,8 @@ void register_norm_kernels() {
   set_cpu_kernel("batch_norm_inference", batch_norm_inference_kernel);
   set_cpu_kernel("batch_norm_update_stats_", batch_norm_update_stats_kernel);
   set_cpu_kernel("batch_norm_backward", batch_norm_backward_kernel);
+  set_cpu_kernel("group_norm", group_norm_kernel);
+  set_cpu_kernel("group_norm_backward", group_norm_backward_kernel);
 }
 
 }  // namespace dtr::cpu

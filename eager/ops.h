@@ -221,6 +221,12 @@ Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weigh
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
+/// torch.nn.functional.group_norm on x (N, C, *): channels split into
+/// num_groups groups, each (sample, group) normalized over its C/num_groups
+/// channels and spatial positions (biased variance), then scaled by weight
+/// (C) and shifted by bias (C), either undefined.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 /// torch.nn.functional.batch_norm on (N, C, ...). In training mode the
 /// running statistics are updated in place by a separate side-effect op after
 /// the pure normalization (Note [replay equals original]).
@@ -241,17 +247,39 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 /// Philox draws at the recorded (seed, offset). ValueError for an invalid
 /// distribution.
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+/// torch.nn.functional.dropout2d: zeroes whole channels of (N, C, H, W) (or
+/// (N, C, L)) with probability p, scales the rest by 1/(1-p).
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 
 // ---- convolution and pooling (eager/ops/conv.cpp) ----------------------------
 /// x (N, C_in, H, W), weight (C_out, C_in/groups, kH, kW), bias (C_out) or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               IntList stride = {1, 1}, IntList padding = {0, 0}, IntList dilation = {1, 1},
               int64_t groups = 1);
+/// x (N, C_in, H, W), weight (C_in, C_out/groups, kH, kW), bias (C_out) or
+/// undefined (torch.nn.functional.conv_transpose2d, same argument order).
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        IntList stride = {1, 1}, IntList padding = {0, 0},
+                        IntList output_padding = {0, 0}, int64_t groups = 1,
+                        IntList dilation = {1, 1});
 Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
                   IntList padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
                   IntList padding = {0, 0});
 Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
+
+// ---- padding and resampling (eager/ops/resample.cpp) -------------------------
+/// torch.nn.functional.pad: `pad` holds (before, after) pairs from the last
+/// dim backwards. mode "constant" (any rank, negative pads crop) or "reflect"
+/// (last 1 dim of 2-D/3-D input, or last 2 dims of 3-D/4-D input).
+Tensor pad(const Tensor& x, IntList pad, std::string_view mode = "constant",
+           std::optional<double> value = std::nullopt);
+/// torch.nn.functional.interpolate on (N, C, H, W): exactly one of size (one
+/// or two ints) and scale_factor (one or two values) non-empty; mode
+/// "nearest" or "bilinear"; align_corners only for bilinear.
+Tensor interpolate(const Tensor& x, IntList size = {}, std::vector<double> scale_factor = {},
+                   std::string_view mode = "nearest",
+                   std::optional<bool> align_corners = std::nullopt);
 
 // ---- views (eager/ops/view.cpp): outputs share the input's storage -----------
 Tensor view(const Tensor& x, IntList shape);

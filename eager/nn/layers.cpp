@@ -10,6 +10,33 @@ namespace dtr::nn {
 
 namespace {
 TensorOptions plain(const TensorOptions& o) { return TensorOptions(o.dtype_).device(o.device_); }
+
+/// The argument checks of Conv2d and ConvTranspose2d (ValueError).
+void check_conv_args(std::string_view layer, int64_t in, int64_t out, Pair2 k, Pair2 s, Pair2 p,
+                     Pair2 d, int64_t g) {
+  DTR_CHECK(g > 0, ValueError, "{}: groups must be a positive integer, got {}", layer, g);
+  DTR_CHECK(in % g == 0, ValueError, "{}: in_channels ({}) must be divisible by groups ({})", layer,
+            in, g);
+  DTR_CHECK(out % g == 0, ValueError, "{}: out_channels ({}) must be divisible by groups ({})",
+            layer, out, g);
+  DTR_CHECK(k.h > 0 && k.w > 0 && s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0,
+            ValueError,
+            "{}: kernel_size ({}, {}), stride ({}, {}) and dilation ({}, {}) must be positive "
+            "and padding ({}, {}) non-negative",
+            layer, k.h, k.w, s.h, s.w, d.h, d.w, p.h, p.w);
+}
+
+/// A convolution's weight of `wshape`, kaiming_uniform(a=sqrt(5)), and its
+/// bias (out) uniform in ±1/sqrt(fan_in), as torch.nn's _ConvNd.reset_parameters.
+void init_conv(Module& m, const std::vector<int64_t>& wshape, int64_t out, bool with_bias,
+               const TensorOptions& opts, Tensor& weight, Tensor& bias) {
+  weight = m.register_parameter("weight", init::kaiming_uniform(wshape, std::sqrt(5.0), opts));
+  if (with_bias) {
+    const int64_t fan = init::fan_in(wshape);
+    const double bound = fan > 0 ? 1.0 / std::sqrt(double(fan)) : 0.0;
+    bias = m.register_parameter("bias", init::uniform({out}, -bound, bound, opts));
+  }
+}
 }  // namespace
 
 // ---- Linear ---------------------------------------------------------------------
@@ -40,28 +67,42 @@ Conv2d::Conv2d(int64_t in, int64_t out, Pair2 k, Pair2 s, Pair2 p, Pair2 d, int6
       padding(p),
       dilation(d),
       groups(g) {
-  DTR_CHECK(g > 0, ValueError, "Conv2d: groups must be a positive integer, got {}", g);
-  DTR_CHECK(in % g == 0, ValueError, "Conv2d: in_channels ({}) must be divisible by groups ({})", in, g);
-  DTR_CHECK(out % g == 0, ValueError, "Conv2d: out_channels ({}) must be divisible by groups ({})",
-            out, g);
-  DTR_CHECK(k.h > 0 && k.w > 0 && s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0,
-            ValueError,
-            "Conv2d: kernel_size ({}, {}), stride ({}, {}) and dilation ({}, {}) must be positive "
-            "and padding ({}, {}) non-negative",
-            k.h, k.w, s.h, s.w, d.h, d.w, p.h, p.w);
-  opts = plain(opts);
-  const std::vector<int64_t> wshape{out, in / g, k.h, k.w};
-  weight = register_parameter("weight", init::kaiming_uniform(wshape, std::sqrt(5.0), opts));
-  if (with_bias) {
-    const int64_t fan = init::fan_in(wshape);
-    const double bound = fan > 0 ? 1.0 / std::sqrt(double(fan)) : 0.0;
-    bias = register_parameter("bias", init::uniform({out}, -bound, bound, opts));
-  }
+  check_conv_args("Conv2d", in, out, k, s, p, d, g);
+  init_conv(*this, {out, in / g, k.h, k.w}, out, with_bias, plain(opts), weight, bias);
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, {stride.h, stride.w}, {padding.h, padding.w},
                 {dilation.h, dilation.w}, groups);
+}
+
+// ---- ConvTranspose2d ------------------------------------------------------------
+
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Pair2 k, Pair2 s, Pair2 p, Pair2 op,
+                                 int64_t g, bool with_bias, Pair2 d, TensorOptions opts)
+    : UnaryModule("ConvTranspose2d"),
+      in_channels(in),
+      out_channels(out),
+      kernel_size(k),
+      stride(s),
+      padding(p),
+      output_padding(op),
+      groups(g),
+      dilation(d) {
+  check_conv_args("ConvTranspose2d", in, out, k, s, p, d, g);
+  DTR_CHECK(op.h >= 0 && op.w >= 0 && (op.h < s.h || op.h < d.h) && (op.w < s.w || op.w < d.w),
+            ValueError,
+            "ConvTranspose2d: output_padding ({}, {}) must be non-negative and smaller than either "
+            "stride ({}, {}) or dilation ({}, {})",
+            op.h, op.w, s.h, s.w, d.h, d.w);
+  // PyTorch's fan_in of the transposed weight (in, out/groups, kH, kW) is
+  // size(1) * kH * kW, as for any weight.
+  init_conv(*this, {in, out / g, k.h, k.w}, out, with_bias, plain(opts), weight, bias);
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  return conv_transpose2d(x, weight, bias, {stride.h, stride.w}, {padding.h, padding.w},
+                          {output_padding.h, output_padding.w}, groups, {dilation.h, dilation.w});
 }
 
 // ---- BatchNorm2d ----------------------------------------------------------------
@@ -122,6 +163,22 @@ LayerNorm::LayerNorm(std::vector<int64_t> shape, double eps_, bool affine, bool 
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
 
+// ---- GroupNorm ------------------------------------------------------------------
+
+GroupNorm::GroupNorm(int64_t g, int64_t c, double eps_, bool affine_, TensorOptions opts)
+    : UnaryModule("GroupNorm"), num_groups(g), num_channels(c), eps(eps_), affine(affine_) {
+  DTR_CHECK(g > 0 && c % g == 0, ValueError,
+            "GroupNorm: num_channels ({}) must be divisible by num_groups ({}), a positive number", c,
+            g);
+  opts = plain(opts);
+  if (affine) {
+    weight = register_parameter("weight", init::constant({c}, 1.0, opts));
+    bias = register_parameter("bias", init::constant({c}, 0.0, opts));
+  }
+}
+
+Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, num_groups, weight, bias, eps); }
+
 // ---- Embedding ------------------------------------------------------------------
 
 Embedding::Embedding(int64_t n, int64_t d, TensorOptions opts)
@@ -141,6 +198,34 @@ Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
 }
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+
+Dropout2d::Dropout2d(double p_) : UnaryModule("Dropout2d"), p(p_) {
+  DTR_CHECK(p >= 0.0 && p <= 1.0, ValueError,
+            "Dropout2d: dropout probability has to be between 0 and 1, but got {}", p);
+}
+
+Tensor Dropout2d::forward(const Tensor& x) { return dropout2d(x, p, is_training()); }
+
+// ---- Upsample -------------------------------------------------------------------
+
+Upsample::Upsample(std::vector<int64_t> size_, std::vector<double> scale_factor_, std::string mode_,
+                   std::optional<bool> align_corners_)
+    : UnaryModule("Upsample"),
+      size(std::move(size_)),
+      scale_factor(std::move(scale_factor_)),
+      mode(std::move(mode_)),
+      align_corners(align_corners_) {
+  DTR_CHECK(size.empty() != scale_factor.empty(), ValueError,
+            "Upsample: {} of size or scale_factor should be defined", size.empty() ? "either" : "only one");
+  DTR_CHECK(mode == "nearest" || mode == "bilinear", ValueError,
+            "Upsample: mode must be 'nearest' or 'bilinear', got '{}'", mode);
+  DTR_CHECK(!(mode == "nearest" && align_corners.has_value()), ValueError,
+            "Upsample: align_corners option can only be set with the interpolating modes");
+}
+
+Tensor Upsample::forward(const Tensor& x) {
+  return interpolate(x, size, scale_factor, mode, align_corners);
+}
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 

@@ -1,6 +1,6 @@
-// Layers of torch.nn: Linear, Conv2d, BatchNorm2d, LayerNorm, Embedding,
-// Dropout, ReLU, GELU, SiLU, Tanh, Sigmoid, MaxPool2d, AvgPool2d,
-// AdaptiveAvgPool2d, Flatten. Constructors take the PyTorch arguments in PyTorch's
+// Layers of torch.nn: Linear, Conv2d, ConvTranspose2d, BatchNorm2d, LayerNorm,
+// GroupNorm, Embedding, Dropout, Dropout2d, Upsample, ReLU, GELU, SiLU, Tanh,
+// Sigmoid, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten. Constructors take the PyTorch arguments in PyTorch's
 // order and end with TensorOptions (PyTorch's dtype=/device=); parameters
 // are initialized like PyTorch from the global seed (dtr::manual_seed).
 #pragma once
@@ -49,6 +49,28 @@ class Conv2d : public UnaryModule {
   Tensor weight, bias;
 };
 
+/// Transposed 2-D convolution (torch.nn.ConvTranspose2d, padding_mode="zeros").
+/// weight (in, out/groups, kH, kW) kaiming_uniform(a=sqrt(5)) with PyTorch's
+/// fan_in of that shape ((out/groups) * kH * kW), bias (out) uniform in
+/// ±1/sqrt(fan_in). forward: x (N, in, H, W) or (in, H, W) → (N, out, H', W')
+/// with H' = (H - 1) stride - 2 padding + dilation (kH - 1) + output_padding + 1.
+/// Throws ValueError when in/out are not divisible by groups, for
+/// non-positive kernel_size/stride/dilation/groups, negative padding, or
+/// output_padding not smaller than stride or dilation.
+class ConvTranspose2d : public UnaryModule {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, Pair2 kernel_size, Pair2 stride = 1,
+                  Pair2 padding = 0, Pair2 output_padding = 0, int64_t groups = 1, bool bias = true,
+                  Pair2 dilation = 1, TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  int64_t in_channels, out_channels;
+  Pair2 kernel_size, stride, padding, output_padding;
+  int64_t groups;
+  Pair2 dilation;
+  Tensor weight, bias;
+};
+
 /// Batch normalization over (N, C, H, W) (torch.nn.BatchNorm2d). In training
 /// mode it normalizes with the batch statistics, increments the int64
 /// buffer num_batches_tracked once per forward and updates running_mean /
@@ -84,6 +106,22 @@ class LayerNorm : public UnaryModule {
   Tensor weight, bias;
 };
 
+/// Group normalization (torch.nn.GroupNorm): dtr::group_norm with
+/// num_groups groups over (N, num_channels, *). weight ones, bias zeros
+/// (both (num_channels)) when affine. Throws ValueError when num_groups does
+/// not divide num_channels (or is not positive).
+class GroupNorm : public UnaryModule {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,
+            TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  int64_t num_groups, num_channels;
+  double eps;
+  bool affine;
+  Tensor weight, bias;
+};
+
 /// A lookup table (torch.nn.Embedding): weight (num_embeddings,
 /// embedding_dim) from N(0, 1). forward: int64 indices (*) → (*, embedding_dim);
 /// IndexError for out-of-range indices (from dtr::embedding).
@@ -105,6 +143,34 @@ class Dropout : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   double p;
+};
+
+/// Zeroes whole channels of (N, C, H, W) with probability p in training
+/// mode and scales the rest by 1/(1-p); identity in eval mode
+/// (torch.nn.Dropout2d, through dtr::dropout2d). Throws ValueError for p
+/// outside [0, 1].
+class Dropout2d : public UnaryModule {
+ public:
+  explicit Dropout2d(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+
+  double p;
+};
+
+/// torch.nn.Upsample: dtr::interpolate of (N, C, H, W) with one of size and
+/// scale_factor (the other empty), mode "nearest" or "bilinear". Throws
+/// ValueError for both or neither, an unknown mode or align_corners with
+/// "nearest" (at construction), as interpolate.
+class Upsample : public UnaryModule {
+ public:
+  explicit Upsample(std::vector<int64_t> size = {}, std::vector<double> scale_factor = {},
+                    std::string mode = "nearest", std::optional<bool> align_corners = std::nullopt);
+  Tensor forward(const Tensor& x) override;
+
+  std::vector<int64_t> size;
+  std::vector<double> scale_factor;
+  std::string mode;
+  std::optional<bool> align_corners;
 };
 
 /// torch.nn.ReLU.

@@ -1,6 +1,9 @@
 // Convolution and pooling on (N, C, H, W): conv2d (torch.nn.functional.conv2d),
-// max_pool2d, avg_pool2d, adaptive_avg_pool2d, and the gradient ops their
-// backward rules call. Kernels: cpu/conv.cpp (im2col + OpenBLAS GEMM).
+// conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, and the
+// gradient ops their backward rules call. Kernels: cpu/conv.cpp (im2col +
+// OpenBLAS GEMM). conv_transpose2d is conv2d's input gradient: its kernel is
+// conv2d_input_grad's, its input gradient is conv2d and its weight gradient
+// conv2d_weight_grad with the roles of input and output gradient swapped.
 #include "eager/ops/registration.h"
 
 namespace dtr {
@@ -162,6 +165,105 @@ std::vector<Tensor> conv2d_backward(const BackwardContext& ctx, std::span<const 
   return r;
 }
 
+// ---- conv_transpose2d ---------------------------------------------------------------
+// attrs: stride, padding, output_padding, dilation (two ints each), groups.
+// x (N, C_in, H, W), weight (C_in, C_out / groups, kH, kW), bias (C_out).
+
+// Output size of a transposed convolution along one dim.
+int64_t conv_transpose_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                                int64_t dilation, int64_t output_padding) {
+  return (in - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_padding + 1;
+}
+
+void infer_conv_transpose2d(std::span<const TensorMeta> in, const Attrs& a,
+                            std::vector<TensorMeta>& out) {
+  constexpr std::string_view kOp = "conv_transpose2d";
+  const TensorMeta &x = in[0], &w = in[1];
+  check_4d(kOp, x, "input");
+  check_4d(kOp, w, "weight");
+  for (size_t i = 0; i < in.size(); ++i) {
+    check_floating(kOp, in[i], i == 0 ? "input" : i == 1 ? "weight" : "bias");
+    DTR_CHECK(in[i].dtype == x.dtype, TypeError,
+              "conv_transpose2d: expected input, weight and bias of one dtype, got input {} and {} {}",
+              dtype_name(x.dtype), i == 1 ? "weight" : "bias", dtype_name(in[i].dtype));
+  }
+  check_conv_attrs(kOp, a);
+  const Shape &s = a.ints("stride"), &p = a.ints("padding"), &d = a.ints("dilation"),
+              &opad = two_ints(a, "output_padding", kOp);
+  for (size_t i = 0; i < 2; ++i) {
+    DTR_CHECK(opad[i] >= 0 && (opad[i] < s[i] || opad[i] < d[i]), ValueError,
+              "conv_transpose2d: output padding must be non-negative and smaller than either stride "
+              "or dilation, got output_padding {}, stride {}, dilation {}",
+              shape_str(opad), shape_str(s), shape_str(d));
+  }
+  const int64_t groups = a.i("groups");
+  DTR_CHECK(x.shape[1] == w.shape[0], ValueError,
+            "conv_transpose2d: given weight of shape {}, expected input of shape {} to have {} "
+            "channels, but got {}",
+            shape_str(w.shape), shape_str(x.shape), w.shape[0], x.shape[1]);
+  DTR_CHECK(w.shape[0] % groups == 0, ValueError,
+            "conv_transpose2d: in_channels {} of weight {} must be divisible by groups={}",
+            w.shape[0], shape_str(w.shape), groups);
+  const int64_t Cout = w.shape[1] * groups;
+  if (in.size() > 2) {
+    DTR_CHECK(in[2].dim() == 1 && in[2].shape[0] == Cout, ValueError,
+              "conv_transpose2d: bias must have shape [{}] for weight of shape {} and groups={}, "
+              "got {}",
+              Cout, shape_str(w.shape), groups, shape_str(in[2].shape));
+  }
+  const int64_t Ho = conv_transpose_out_size(x.shape[2], w.shape[2], s[0], p[0], d[0], opad[0]);
+  const int64_t Wo = conv_transpose_out_size(x.shape[3], w.shape[3], s[1], p[1], d[1], opad[1]);
+  DTR_CHECK(Ho > 0 && Wo > 0, ValueError,
+            "conv_transpose2d: input of shape {} with weight {}, stride {}, padding {}, dilation {} "
+            "and output_padding {} gives a non-positive output size {}x{}",
+            shape_str(x.shape), shape_str(w.shape), shape_str(s), shape_str(p), shape_str(d),
+            shape_str(opad), Ho, Wo);
+  out.push_back(out_meta({x.shape[0], Cout, Ho, Wo}, x.dtype, x.device));
+}
+
+// The forward's flops are those of conv2d's input gradient on output x.
+OpCost conv_transpose2d_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                             const Attrs&) {
+  return {conv_flops(in[1].shape, in[0].shape), all_bytes(in, out)};
+}
+
+/// The attributes of conv2d rows (no output_padding) from a transposed row's.
+Attrs conv_attrs_of(const Attrs& a) {
+  return Attrs{{"stride", a.ints("stride")},
+               {"padding", a.ints("padding")},
+               {"dilation", a.ints("dilation")},
+               {"groups", a.i("groups")}};
+}
+
+// y = A^T x with A the linear map u -> conv2d(u, w) from y's space to x's:
+// grad_x = A grad_y = conv2d(grad_y, w), grad_w = d/dw <conv2d(grad_y, w), x>
+// = conv2d_weight_grad(x, grad_y). When output_padding >= stride (allowed
+// below the dilation) conv2d of the output is larger than x: grad_x is
+// cropped to x, and x zero-padded to it for the weight gradient.
+std::vector<Tensor> conv_transpose2d_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  std::vector<Tensor> r(ctx.input_metas.size());
+  const Shape& xs = ctx.input_metas[0].shape;
+  const Shape &s = ctx.attrs.ints("stride"), &opad = ctx.attrs.ints("output_padding");
+  const int64_t extra_h = opad[0] / s[0], extra_w = opad[1] / s[1];
+  if (ctx.needs_grad(0)) {
+    Tensor gx = conv2d(g[0], ctx.inputs[1], Tensor(), s, ctx.attrs.ints("padding"),
+                       ctx.attrs.ints("dilation"), ctx.attrs.i("groups"));
+    if (extra_h > 0) gx = narrow(gx, 2, 0, xs[2]);
+    if (extra_w > 0) gx = narrow(gx, 3, 0, xs[3]);
+    r[0] = gx;
+  }
+  if (ctx.needs_grad(1)) {
+    static const OpDef& o = op("conv2d_weight_grad");
+    Attrs a = conv_attrs_of(ctx.attrs);
+    a.set("weight_size", ctx.input_metas[1].shape);
+    Tensor x = ctx.inputs[0];
+    if (extra_h > 0 || extra_w > 0) x = pad(x, {0, extra_w, 0, extra_h});
+    r[1] = dispatch1(o, {x, g[0]}, std::move(a));
+  }
+  if (r.size() > 2 && ctx.needs_grad(2)) r[2] = sum(g[0], {0, 2, 3});
+  return r;
+}
+
 // ---- pooling ------------------------------------------------------------------------
 // attrs: kernel_size, stride, padding (two ints each) for max/avg pooling;
 // output_size for adaptive pooling. Backward ops get input_size too.
@@ -293,6 +395,13 @@ void register_conv_ops() {
   R.define(OpDef{.name = "conv2d_weight_grad", .params = with(kConv, ints("weight_size")), .infer = infer_conv2d_weight_grad,
                  .cost = conv2d_weight_grad_cost, .save = kSaveNone,
                  .min_inputs = 2, .max_inputs = 2});
+  OpDef convt{.name = "conv_transpose2d", .params = with(kConv, ints("output_padding")),
+              .infer = infer_conv_transpose2d, .cost = conv_transpose2d_cost,
+              .backward = conv_transpose2d_backward};
+  convt.autocast = AutocastPolicy::kLowerPrecision;
+  convt.min_inputs = 2;
+  convt.max_inputs = 3;
+  R.define(std::move(convt));
 
   // Indices are a second output, saved for the backward scatter.
   R.define(OpDef{.name = "max_pool2d", .params = kPool, .infer = infer_max_pool2d, .backward = max_pool2d_backward,
@@ -335,6 +444,36 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntList
           {"padding", ops::pair(padding, "conv2d", "padding")},
           {"dilation", ops::pair(dilation, "conv2d", "dilation")},
           {"groups", groups}};
+  if (bias.defined()) return dispatch1(o, {x, weight, bias}, std::move(a));
+  return dispatch1(o, {x, weight}, std::move(a));
+}
+
+/// torch.nn.functional.conv_transpose2d. x (N, C_in, H, W) or unbatched
+/// (C_in, H, W); weight (C_in, C_out / groups, kH, kW); bias (C_out) or
+/// undefined. stride, padding, output_padding, dilation: one value (both
+/// dims) or two. Returns (N, C_out, H_out, W_out) with
+/// H_out = (H - 1) s - 2 p + d (kH - 1) + output_padding + 1: the gradient of
+/// conv2d with these arguments w.r.t. its input, plus bias. Floating dtypes
+/// (float16/bfloat16 compute in float32), all of one dtype. Throws
+/// ValueError on bad ranks, C_in differing from weight.size(0) or not
+/// divisible by groups, non-positive stride/dilation/groups, negative
+/// padding, output_padding not smaller than stride or dilation, or a
+/// non-positive output size; TypeError on non-floating or mixed dtypes.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntList stride,
+                        IntList padding, IntList output_padding, int64_t groups, IntList dilation) {
+  static const OpDef& o = op("conv_transpose2d");
+  constexpr std::string_view kOp = "conv_transpose2d";
+  ops::check_defined(kOp, x);
+  if (x.dim() == 3) {
+    return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding,
+                                    output_padding, groups, dilation),
+                   0);
+  }
+  Attrs a{{"stride", ops::pair(stride, kOp, "stride")},
+          {"padding", ops::pair(padding, kOp, "padding")},
+          {"dilation", ops::pair(dilation, kOp, "dilation")},
+          {"groups", groups},
+          {"output_padding", ops::pair(output_padding, kOp, "output_padding")}};
   if (bias.defined()) return dispatch1(o, {x, weight, bias}, std::move(a));
   return dispatch1(o, {x, weight}, std::move(a));
 }

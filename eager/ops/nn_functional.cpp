@@ -1,6 +1,7 @@
 // embedding (torch.nn.functional.embedding), dropout
-// (torch.nn.functional.dropout), with the gradient ops their backward rules
-// call, one_hot (torch.nn.functional.one_hot) and multinomial
+// (torch.nn.functional.dropout), dropout2d (a composite: dropout of a ones
+// tensor of one element per channel, times x), with the gradient ops their
+// backward rules call, one_hot (torch.nn.functional.one_hot) and multinomial
 // (torch.multinomial). Kernels: cpu/nn_functional.cpp.
 #include <algorithm>
 
@@ -222,6 +223,29 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
   static const OpDef& o = op("multinomial");
   return dispatch1(o, {probs}, Attrs{{"num_samples", num_samples}, {"replacement", replacement}});
+}
+
+/// torch.nn.functional.dropout2d: each channel of x (N, C, H, W) is zeroed
+/// with probability p, the others scaled by 1 / (1 - p). A 3-D x is taken as
+/// (N, C, L) and its channels dropped (PyTorch 1.13/2.x's behaviour, with
+/// its warning). The per-channel noise is dropout(ones(N, C, 1, 1), p): the
+/// Philox (seed, offset) of that dropout op is recorded, so a replay under a
+/// budget redraws the same channels. training == false or p == 0 returns x.
+/// Throws ValueError when p is outside [0, 1] or x is not 3-D or 4-D,
+/// TypeError for non-floating x.
+Tensor dropout2d(const Tensor& x, double p, bool training) {
+  DTR_CHECK(p >= 0.0 && p <= 1.0, ValueError,
+            "dropout2d: dropout probability has to be between 0 and 1, but got {}", p);
+  DTR_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), ValueError,
+            "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got {}",
+            x.defined() ? shape_str(x.shape()) : "an undefined tensor");
+  ops::check_floating("dropout2d", x.meta());
+  if (!training || p == 0.0) return x;
+  Shape noise_shape(size_t(x.dim()), 1);
+  noise_shape[0] = x.size(0);
+  noise_shape[1] = x.size(1);
+  const Tensor noise = dropout(ones(noise_shape, TensorOptions(x.dtype()).device(x.device())), p, true);
+  return mul(x, noise);
 }
 
 }  // namespace dtr

@@ -1,5 +1,5 @@
-// Normalization: layer_norm, rms_norm, batch_norm.
-// PyTorch: torch.nn.functional.{layer_norm, rms_norm, batch_norm}. Kernels in
+// Normalization: layer_norm, rms_norm, batch_norm, group_norm.
+// PyTorch: torch.nn.functional.{layer_norm, rms_norm, batch_norm, group_norm}. Kernels in
 // cpu/norm.cpp. Under autocast all three run in float32.
 //
 // Saved state. The backward rules save only the inputs (x, weight) and
@@ -10,6 +10,10 @@
 // the full-size normalized output would then be held for backward too. The
 // recomputation is one extra read of x per row or channel, while the row is
 // hot in cache for layer_norm.
+//
+// group_norm is fused like layer_norm: the (sample, group) rows of x
+// (C/G * spatial contiguous elements) take layer_norm's statistics code, the
+// affine is per channel, and backward saves only x and weight.
 //
 // batch_norm in training mode is two ops (Note [replay equals original]):
 // the pure `batch_norm` op computes (y, batch mean, batch var) and may be
@@ -123,6 +127,55 @@ std::vector<Tensor> rms_norm_backward(const BackwardContext& ctx, std::span<cons
   return row_norm_grads(o, ctx, g[0]);
 }
 
+// ---- group_norm ------------------------------------------------------------------
+
+/// Checks x (N, C, *) against num_groups and the optional weight/bias (C) after x.
+void check_group_norm(std::span<const TensorMeta> in, const Attrs& a, std::string_view op) {
+  const TensorMeta& x = in[0];
+  check_floating(op, x);
+  DTR_CHECK(x.dim() >= 2, ValueError,
+            "{}: expected at least 2 dimensions for input tensor but received shape {}", op,
+            shape_str(x.shape));
+  const int64_t G = a.i("num_groups");
+  DTR_CHECK(G > 0 && x.shape[1] % G == 0, ValueError,
+            "{}: expected number of channels in input to be divisible by num_groups (a positive "
+            "number), but got input of shape {} and num_groups={}",
+            op, shape_str(x.shape), G);
+  DTR_CHECK(a.f("eps") >= 0, ValueError, "{}: eps must be non-negative, got {}", op, a.f("eps"));
+  const Shape c{x.shape[1]};
+  const size_t n = 1 + size_t(a.b("has_weight")) + size_t(a.b("has_bias"));
+  DTR_CHECK(in.size() == n, ValueError, "{}: expected {} inputs, got {}", op, n, in.size());
+  size_t i = 1;
+  if (a.b("has_weight")) check_param(x, in[i++], c, op, "weight");
+  if (a.b("has_bias")) check_param(x, in[i++], c, op, "bias");
+}
+
+void infer_group_norm(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  check_group_norm(in, a, "group_norm");
+  out.push_back(out_meta(in[0].shape, in[0].dtype, in[0].device));
+}
+
+// group_norm_backward: (g, x, [weight]) → (gx, [gweight], [gbias]).
+void infer_group_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
+                               std::vector<TensorMeta>& out) {
+  constexpr std::string_view kOp = "group_norm_backward";
+  DTR_CHECK(in[0].shape == in[1].shape && in[0].dtype == in[1].dtype, ValueError,
+            "{}: gradient {} {} does not match input {} {}", kOp, shape_str(in[0].shape),
+            dtype_name(in[0].dtype), shape_str(in[1].shape), dtype_name(in[1].dtype));
+  Attrs forward = a;
+  forward.set("has_bias", false);
+  check_group_norm(in.subspan(1), forward, kOp);
+  const TensorMeta& x = in[1];
+  out.push_back(out_meta(x.shape, x.dtype, x.device));
+  if (a.b("has_weight")) out.push_back(out_meta({x.shape[1]}, x.dtype, x.device));
+  if (a.b("has_bias")) out.push_back(out_meta({x.shape[1]}, x.dtype, x.device));
+}
+
+std::vector<Tensor> group_norm_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  static const OpDef& o = op("group_norm_backward");
+  return row_norm_grads(o, ctx, g[0]);
+}
+
 // ---- batch_norm ------------------------------------------------------------------
 
 /// Checks x (N, C, *) and the optional weight/bias (C) that follow input `first`.
@@ -227,6 +280,19 @@ std::vector<Tensor> batch_norm_inference_backward(const BackwardContext& ctx,
   return grads;
 }
 
+/// A fused norm row (x, [weight], [bias]) → y: run in float32 under autocast,
+/// inputs saved for a backward that recomputes the statistics.
+void define_norm(OpRegistry& R, std::string name, std::vector<ParamSpec> params, InferFn infer,
+                 BackwardFn backward) {
+  OpDef d{.name = std::move(name), .params = std::move(params), .infer = infer, .cost = norm_cost,
+          .backward = backward};
+  d.autocast = AutocastPolicy::kFloat32;
+  d.save = kSaveInputs;
+  d.min_inputs = 1;
+  d.max_inputs = 3;
+  R.define(std::move(d));
+}
+
 }  // namespace
 
 void register_norm_ops() {
@@ -242,21 +308,8 @@ void register_norm_ops() {
   std::vector<ParamSpec> batch_norm_grad = kBatchNorm;
   batch_norm_grad.push_back(b("training"));  // batch statistics (else the running ones)
 
-  OpDef ln{.name = "layer_norm", .params = kLayerNorm, .infer = infer_layer_norm, .cost = norm_cost,
-           .backward = layer_norm_backward};
-  ln.autocast = AutocastPolicy::kFloat32;
-  ln.save = kSaveInputs;
-  ln.min_inputs = 1;
-  ln.max_inputs = 3;
-  R.define(std::move(ln));
-
-  OpDef rms{.name = "rms_norm", .params = kRmsNorm, .infer = infer_rms_norm, .cost = norm_cost,
-            .backward = rms_norm_backward};
-  rms.autocast = AutocastPolicy::kFloat32;
-  rms.save = kSaveInputs;
-  rms.min_inputs = 1;
-  rms.max_inputs = 3;
-  R.define(std::move(rms));
+  define_norm(R, "layer_norm", kLayerNorm, infer_layer_norm, layer_norm_backward);
+  define_norm(R, "rms_norm", kRmsNorm, infer_rms_norm, rms_norm_backward);
 
   OpDef bn{.name = "batch_norm", .params = kBatchNorm, .infer = infer_batch_norm, .cost = norm_cost,
            .backward = batch_norm_backward};
@@ -275,6 +328,13 @@ void register_norm_ops() {
   bn_inf.min_inputs = 3;
   bn_inf.max_inputs = 5;
   R.define(std::move(bn_inf));
+
+  const std::vector<ParamSpec> kGroupNorm{param::i("num_groups"), f("eps", 1e-5), b("has_weight"),
+                                          b("has_bias")};
+  define_norm(R, "group_norm", kGroupNorm, infer_group_norm, group_norm_backward);
+  R.define(OpDef{.name = "group_norm_backward", .params = kGroupNorm,
+                 .infer = infer_group_norm_backward, .cost = norm_cost, .save = kSaveNone,
+                 .min_inputs = 2, .max_inputs = 3});
 
   // Never replayed: its output (the running buffer) becomes a constant.
   // running = (1 - momentum) * running + momentum * scale * statistic.
@@ -382,6 +442,25 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
              Attrs{{"momentum", momentum}, {"scale", n / (n - 1)}});
   }
   return outs[0];
+}
+
+/// torch.nn.functional.group_norm on x (N, C, *), floating: the C channels
+/// are split into num_groups contiguous groups; each (sample, group) is
+/// normalized over its C / num_groups channels and all spatial positions,
+/// y = (x - mean) / sqrt(var + eps) with the biased variance, then
+/// y * weight[c] + bias[c]. weight and bias: (C) of x's dtype, or undefined.
+/// Throws ValueError for fewer than 2 dims, num_groups not positive or not
+/// dividing C, a weight/bias not of shape (C) or a negative eps; TypeError
+/// for non-floating x or a weight/bias of another dtype.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  static const OpDef& o = op("group_norm");
+  DTR_CHECK(x.defined(), ValueError, "group_norm: input is an undefined tensor");
+  return dispatch1(o, with_affine({x}, weight, bias),
+                   Attrs{{"num_groups", num_groups},
+                         {"eps", eps},
+                         {"has_weight", weight.defined()},
+                         {"has_bias", bias.defined()}});
 }
 
 }  // namespace dtr

@@ -378,6 +378,48 @@ def add_cases():
     case("adaptive_avg_pool2d", [f(P, 24.5)], lambda x: F.adaptive_avg_pool2d(x, (2, 3)))
     case("adaptive_avg_pool2d_global", [f(P, 24.6)], lambda x: F.adaptive_avg_pool2d(x, (1, 1)))
 
+    # ---- vision: transposed convolution, group norm, padding, resampling, dropout2d
+    case("conv_transpose2d", [f([1, 2, 3, 3], 60.0), f([2, 3, 3, 3], 60.1), f([3], 60.2)],
+         lambda x, w, b: F.conv_transpose2d(x, w, b))
+    case("conv_transpose2d_stride_padding", [f([2, 2, 3, 3], 60.3), f([2, 2, 3, 3], 60.4), f([2], 60.5)],
+         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1))
+    case("conv_transpose2d_groups_dilation", [f([1, 4, 3, 3], 60.6), f([4, 1, 2, 2], 60.7)],
+         lambda x, w: F.conv_transpose2d(x, w, None, groups=2, dilation=2))
+    case("conv_transpose2d_rect", [f([1, 3, 3, 4], 60.8), f([3, 2, 2, 3], 60.9), f([2], 61.0)],
+         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 1), padding=(0, 1), output_padding=(1, 0)))
+    case("conv_transpose2d_output_padding_dilation", [f([1, 2, 3, 3], 61.1), f([2, 2, 2, 2], 61.2)],
+         lambda x, w: F.conv_transpose2d(x, w, None, output_padding=1, dilation=2))
+    case("group_norm", [f([2, 4, 2, 3], 61.3, scale=2.0), f([4], 61.4, shift=1.0), f([4], 61.5)],
+         lambda x, w, b: F.group_norm(x, 2, w, b))
+    case("group_norm_3d_no_affine", [f([2, 6, 5], 61.6, scale=2.0)], lambda x: F.group_norm(x, 3))
+    case("group_norm_one_group_eps", [f([1, 3, 2, 2], 61.7), f([3], 61.8, shift=1.0), f([3], 61.9)],
+         lambda x, w, b: F.group_norm(x, 1, w, b, eps=0.1))
+    case("group_norm_per_channel", [f([2, 3, 4], 62.0, scale=2.0), f([3], 62.1, shift=1.0)],
+         lambda x, w: F.group_norm(x, 3, w))
+    case("pad_constant", [f([2, 3, 4], 62.2)], lambda x: F.pad(x, (1, 2)))
+    case("pad_constant_value_2d", [f([2, 3, 4], 62.3)], lambda x: F.pad(x, (1, 0, 2, 1), value=1.5))
+    case("pad_constant_negative", [f([2, 3, 4], 62.4)], lambda x: F.pad(x, (-1, 1, 0, -1)))
+    case("pad_constant_3dims", [f([2, 3, 4], 62.5)], lambda x: F.pad(x, (1, 1, 1, 1, 1, 0)))
+    case("pad_reflect_1d", [f([2, 3, 4], 62.6)], lambda x: F.pad(x, (2, 3), mode="reflect"))
+    case("pad_reflect_2d", [f([1, 2, 3, 4], 62.7)], lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"))
+    case("pad_reflect_2d_unbatched", [f([2, 3, 4], 62.8)], lambda x: F.pad(x, (3, 0, 0, 2), mode="reflect"))
+    case("interpolate_nearest_size", [f([1, 2, 3, 4], 63.0)], lambda x: F.interpolate(x, size=(5, 7)))
+    case("interpolate_nearest_scale", [f([1, 2, 2, 3], 63.1)],
+         lambda x: F.interpolate(x, scale_factor=2.0))
+    case("interpolate_nearest_scale_fraction", [f([1, 1, 4, 6], 63.2)],
+         lambda x: F.interpolate(x, scale_factor=(1.5, 0.5)))
+    case("interpolate_nearest_down", [f([1, 2, 5, 7], 63.3)], lambda x: F.interpolate(x, size=(2, 3)))
+    case("interpolate_bilinear", [f([1, 2, 3, 4], 63.4)],
+         lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=False))
+    case("interpolate_bilinear_align_corners", [f([1, 2, 3, 4], 63.5)],
+         lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True))
+    case("interpolate_bilinear_scale", [f([2, 1, 3, 3], 63.6)],
+         lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"))
+    case("interpolate_bilinear_down", [f([1, 2, 4, 5], 63.7)],
+         lambda x: F.interpolate(x, size=(2, 3), mode="bilinear"))
+    case("dropout2d_eval", [f([2, 3, 2, 2], 63.8)], lambda x: F.dropout2d(x, 0.5, training=False))
+    case("dropout2d_p0", [f([2, 3, 2, 2], 63.9)], lambda x: F.dropout2d(x, 0.0, training=True))
+
     # ---- views
     V = [2, 3, 4]
     case("view", [f(V, 25.0)], lambda x: x.view(6, 4))

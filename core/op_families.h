@@ -19,5 +19,5 @@
   X(reduce)                \
   X(loss)                  \
   X(norm)                  \
-  X(sort)
+  X(sort)                  \
   X(resample)

@@ -289,6 +289,16 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  Scalar alpha = 1);
 
+// ---- einsum (eager/ops/einsum.cpp) ---------------------------------------------
+/// torch.einsum for one or two operands: "ij,jk->ik", "bhqd,bhkd->bhqk",
+/// "i,i->", "ij->ji", "ii->i", "...ij,...jk->...ik"; without "->" the output
+/// is every letter used once, in alphabetical order (after the ellipsis dims).
+/// A composition of permute, reshape, sum, diagonal selection and matmul
+/// (differentiable through them). Throws ValueError naming the equation for a
+/// malformed equation, a wrong operand count, a subscript count that does not
+/// match an operand's dims, an output letter not among the inputs, or sizes
+/// that do not match (broadcasting size-1 dims as PyTorch).
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands);
 
 // ---- attention (eager/ops/attention.cpp) -------------------------------------
 /// q (*, L, E), k (*, S, E), v (*, S, Ev) → (*, L, Ev).

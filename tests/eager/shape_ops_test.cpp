@@ -1,5 +1,6 @@
-// flip, roll, repeat, repeat_interleave, scatter_add(_), index_add(_)
-// beyond the conformance cases: strided in-place targets, integer dtypes, the accumulation order, gradients PyTorch cannot give, and the
+// flip, roll, repeat, repeat_interleave, scatter_add(_), index_add(_) and
+// einsum beyond the conformance cases: strided in-place targets, integer
+// dtypes, the accumulation order, gradients PyTorch cannot give, and the
 // typed errors for bad arguments. Expected values pasted from torch 1.13.
 #include <string>
 #include <vector>
@@ -176,6 +177,36 @@ TEST(ShapeOps, ScatterErrors) {
   EXPECT_TRUE(throws_with<IndexError>([&] { (void)index_add(x, 1, ints({3}), ones({2, 1})); },
                                       {"index_add", "out of bounds"}));
   EXPECT_TRUE(throws_with<IndexError>([&] { x.index_add_(-3, ints({0}), ones({1, 3})); }, {"index_add_"}));
+}
+
+// ---- einsum ------------------------------------------------------------------------------
+
+TEST(ShapeOps, EinsumFormsAgreeWithTheOpsTheyName) {
+  Tensor a = iota({2, 3}), b = iota({3, 4});
+  EXPECT_TRUE(testing::allclose(einsum("ij,jk->ik", {a, b}), matmul(a, b).to_vector<double>()));
+  EXPECT_TRUE(testing::allclose(einsum(" i j , j k ", {a, b}), matmul(a, b).to_vector<double>()));
+  EXPECT_TRUE(testing::allclose(einsum("ij->ji", {a}), transpose(a, 0, 1).contiguous().to_vector<double>()));
+  EXPECT_TRUE(testing::allclose(einsum("ij->j", {a}), {3, 5, 7}));
+  EXPECT_TRUE(testing::allclose(einsum("ij,ij->ij", {a, a}), mul(a, a).to_vector<double>()));
+  // torch.einsum('...i,...i->...', torch.arange(6.).reshape(2, 3), torch.arange(3.))
+  EXPECT_TRUE(testing::allclose(einsum("...i,...i->...", {a, iota({3})}), {5, 14}));
+  EXPECT_EQ(einsum("i,i", {iota({3}), iota({3})}).dim(), 0);
+  // Upper- and lower-case letters are distinct: trace(x @ x) for x = [[0, 1], [2, 3]].
+  EXPECT_TRUE(testing::allclose(einsum("Ab,bA->", {iota({2, 2}), iota({2, 2})}), {13}));
+}
+
+TEST(ShapeOps, EinsumErrorsNameTheEquation) {
+  Tensor a = zeros({2, 3}), b = zeros({4, 5});
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ij,jk->ik", {a}); }, {"einsum", "ij,jk->ik", "operands"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ij->ik", {a}); }, {"einsum", "ij->ik", "k"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("i1->i", {a}); }, {"einsum", "i1->i", "'1'"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ijk->i", {a}); }, {"einsum", "ijk->i", "dimensions"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ij,jk->ik", {a, b}); }, {"einsum", "ij,jk->ik", "size"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ii->i", {a}); }, {"einsum", "ii->i"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ij->ii", {a}); }, {"einsum", "more than once"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("i..j->ij", {a}); }, {"einsum", "ellipsis"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ij->j->i", {a}); }, {"einsum", "->"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { (void)einsum("ij", {}); }, {"einsum", "operand"}));
 }
 
 }  // namespace

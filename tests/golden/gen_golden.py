@@ -427,6 +427,26 @@ def add_cases():
     case("index_add_", [f([3, 2], 52.1), ints([2], [2, 2]), f([2, 2], 52.2)],
          lambda x, i, s: x.clone().index_add_(0, i, s, alpha=2.0))
 
+    # ---- einsum
+    case("einsum_matmul", [f([2, 3], 53.0), f([3, 4], 53.1)], lambda a, b: torch.einsum("ij,jk->ik", a, b))
+    case("einsum_bmm", [f([2, 2, 3], 53.2), f([2, 3, 2], 53.3)],
+         lambda a, b: torch.einsum("bij,bjk->bik", a, b))
+    case("einsum_attention_scores", [f([1, 2, 3, 4], 53.4), f([1, 2, 2, 4], 53.5)],
+         lambda a, b: torch.einsum("bhqd,bhkd->bhqk", a, b))
+    case("einsum_attention_values", [f([1, 2, 3, 2], 53.6), f([1, 2, 2, 4], 53.7)],
+         lambda a, b: torch.einsum("bhqk,bhkd->bhqd", a, b))
+    case("einsum_dot", [f([5], 53.8), f([5], 53.9)], lambda a, b: torch.einsum("i,i->", a, b))
+    case("einsum_transpose", [f([2, 3], 54.0)], lambda a: torch.einsum("ij->ji", a))
+    case("einsum_diagonal", [f([3, 3], 54.1)], lambda a: torch.einsum("ii->i", a))
+    case("einsum_sum_all", [f([2, 3], 54.2)], lambda a: torch.einsum("ij->", a))
+    case("einsum_implicit", [f([3, 2], 54.3), f([4, 3], 54.4)], lambda a, b: torch.einsum("ji,kj", a, b))
+    case("einsum_outer", [f([3], 54.5), f([2], 54.6)], lambda a, b: torch.einsum("i,j->ij", a, b))
+    case("einsum_ellipsis", [f([2, 1, 2, 3], 54.7), f([3, 3, 2], 54.8)],
+         lambda a, b: torch.einsum("...ij,...jk->...ik", a, b))
+    case("einsum_broadcast_batch", [f([1, 2, 3], 54.9), f([2, 3, 2], 55.0)],
+         lambda a, b: torch.einsum("bij,bjk->bik", a, b))
+    case("einsum_trace", [f([3, 3], 55.1)], lambda a: torch.einsum("ii", a))
+
     # ---- attention
     Q, K, Vv = [2, 3, 4], [2, 3, 4], [2, 3, 5]
     case("sdpa", [f(Q, 33.0), f(K, 33.1), f(Vv, 33.2)], lambda a, b, c: sdpa_ref(a, b, c))

@@ -290,9 +290,11 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
                  Scalar alpha = 1);
 
 // ---- einsum (eager/ops/einsum.cpp) ---------------------------------------------
-/// torch.einsum for one or two operands: "ij,jk->ik", "bhqd,bhkd->bhqk",
+/// torch.einsum for any number of operands (contracted pairwise, left to
+/// right): "ij,jk->ik", "bhqd,bhkd->bhqk",
 /// "i,i->", "ij->ji", "ii->i", "...ij,...jk->...ik"; without "->" the output
-/// is every letter used once, in alphabetical order (after the ellipsis dims).
+/// is every letter used once, upper case before lower case, each in
+/// alphabetical order (after the ellipsis dims), as PyTorch.
 /// A composition of permute, reshape, sum, diagonal selection and matmul
 /// (differentiable through them). Throws ValueError naming the equation for a
 /// malformed equation, a wrong operand count, a subscript count that does not

@@ -191,6 +191,10 @@ TEST(ShapeOps, EinsumFormsAgreeWithTheOpsTheyName) {
   // torch.einsum('...i,...i->...', torch.arange(6.).reshape(2, 3), torch.arange(3.))
   EXPECT_TRUE(testing::allclose(einsum("...i,...i->...", {a, iota({3})}), {5, 14}));
   EXPECT_EQ(einsum("i,i", {iota({3}), iota({3})}).dim(), 0);
+  Tensor c = iota({4, 2});
+  EXPECT_TRUE(testing::allclose(einsum("ij,jk,kl->il", {a, b, c}), matmul(matmul(a, b), c).to_vector<double>()));
+  // Implicit output: upper case before lower case (torch.einsum('bA', x).shape == (3, 2)).
+  EXPECT_EQ(einsum("bA", {a}).shape(), (Shape{3, 2}));
   // Upper- and lower-case letters are distinct: trace(x @ x) for x = [[0, 1], [2, 3]].
   EXPECT_TRUE(testing::allclose(einsum("Ab,bA->", {iota({2, 2}), iota({2, 2})}), {13}));
 }

@@ -122,6 +122,15 @@ LayerNorm::LayerNorm(std::vector<int64_t> shape, double eps_, bool affine, bool 
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
 
+// ---- RMSNorm --------------------------------------------------------------------
+
+RMSNorm::RMSNorm(std::vector<int64_t> shape, std::optional<double> eps_, bool affine, TensorOptions opts)
+    : UnaryModule("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+  if (affine) weight = register_parameter("weight", init::constant(normalized_shape, 1.0, plain(opts)));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape, weight, eps); }
+
 // ---- Embedding ------------------------------------------------------------------
 
 Embedding::Embedding(int64_t n, int64_t d, TensorOptions opts)
@@ -150,5 +159,21 @@ GELU::GELU(std::string approx) : UnaryModule("GELU"), approximate(std::move(appr
 }
 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+}  // namespace dtr::nn
+
+namespace dtr::nn {
+
+Hardtanh::Hardtanh(double lo, double hi) : Hardtanh("Hardtanh", lo, hi) {}
+
+Hardtanh::Hardtanh(std::string name, double lo, double hi)
+    : UnaryModule(std::move(name)), min_val(lo), max_val(hi) {
+  DTR_CHECK(max_val >= min_val, ValueError, "{}: max_val ({}) must be at least min_val ({})", this->name(),
+            max_val, min_val);
+}
+
+Tensor Hardtanh::forward(const Tensor& x) { return clamp(x, min_val, max_val); }
+
+ReLU6::ReLU6() : Hardtanh("ReLU6", 0.0, 6.0) {}
 
 }  // namespace dtr::nn

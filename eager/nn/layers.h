@@ -1,5 +1,5 @@
-// Layers of torch.nn: Linear, Conv2d, BatchNorm2d, LayerNorm, Embedding,
-// Dropout, ReLU, GELU. Constructors take the PyTorch arguments in PyTorch's
+// Layers of torch.nn: Linear, Conv2d, BatchNorm2d, LayerNorm, RMSNorm,
+// Embedding, Dropout, ReLU, GELU, Hardtanh, ReLU6. Constructors take the PyTorch arguments in PyTorch's
 // order and end with TensorOptions (PyTorch's dtype=/device=); parameters
 // are initialized like PyTorch from the global seed (dtr::manual_seed).
 #pragma once
@@ -83,6 +83,23 @@ class LayerNorm : public UnaryModule {
   Tensor weight, bias;
 };
 
+/// Root-mean-square normalization over the trailing `normalized_shape` dims
+/// (torch.nn.RMSNorm, PyTorch 2.4): y = x / sqrt(mean(x^2) + eps) * weight.
+/// eps nullopt = torch.finfo(x.dtype).eps; weight ones (of normalized_shape)
+/// when elementwise_affine, else undefined. forward: x (*, normalized_shape)
+/// → the same shape; ValueError from dtr::rms_norm when x's trailing dims
+/// differ from normalized_shape.
+class RMSNorm : public UnaryModule {
+ public:
+  RMSNorm(std::vector<int64_t> normalized_shape, std::optional<double> eps = std::nullopt,
+          bool elementwise_affine = true, TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  std::vector<int64_t> normalized_shape;
+  std::optional<double> eps;
+  Tensor weight;
+};
+
 /// A lookup table (torch.nn.Embedding): weight (num_embeddings,
 /// embedding_dim) from N(0, 1). forward: int64 indices (*) → (*, embedding_dim);
 /// IndexError for out-of-range indices (from dtr::embedding).
@@ -120,6 +137,25 @@ class GELU : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   std::string approximate;
+};
+
+/// clamp(x, min_val, max_val) (torch.nn.Hardtanh; defaults -1, 1). Throws
+/// ValueError when max_val < min_val.
+class Hardtanh : public UnaryModule {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0);
+  Tensor forward(const Tensor& x) override;
+
+  double min_val, max_val;
+
+ protected:
+  Hardtanh(std::string name, double min_val, double max_val);
+};
+
+/// clamp(x, 0, 6) (torch.nn.ReLU6): a Hardtanh(0, 6) named "ReLU6".
+class ReLU6 : public Hardtanh {
+ public:
+  ReLU6();
 };
 
 }  // namespace dtr::nn

@@ -1,6 +1,7 @@
 // Joining and indexing kernels: cat, index_select (+ backward), gather (+
-// backward), masked_fill / masked_fill_, tril, triu, and the gradient
-// scatters of the view family, slice_backward and select_backward.
+// backward), masked_fill / masked_fill_, tril, triu, flip, scatter_add /
+// scatter_add_, index_add / index_add_, and the gradient scatters of the view
+// family, slice_backward and select_backward.
 //
 // Data movement works on any dtype (bytes are copied). The backward scatters
 // accumulate float32/float64 natively and float16/bfloat16 in float32, each
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/accumulate.h"
 #include "cpu/elementwise.h"
 
 namespace dtr::cpu {
@@ -294,6 +296,134 @@ void gather_backward_kernel(const KernelContext& c) {
   });
 }
 
+// ---- scatter_add, index_add ----------------------------------------------------------------
+
+/// out starts as x: copied unless out is x (the in-place rows), both contiguous then.
+void start_from_input(const TensorArg& x, const TensorArg& out) {
+  if (x.data != out.data) std::memcpy(out.data, x.data, size_t(out.numel() * itemsize(out.dtype)));
+}
+
+/// Loop geometry of an accumulation into `out` (any strides) along `dim`: the
+/// positions outside dim (rows of `shape`, the added tensor's positions
+/// outside dim), each with its element offset in out, index and src; the
+/// caller walks dim.
+struct ScatterGeometry {
+  Shape rows;
+  std::array<Strides, 3> strides;  // out's, index's, src's, without dim
+  int64_t n = 1;                   // entries along dim
+  int64_t out_stride = 0, index_stride = 0, src_stride = 0;
+};
+
+/// index_shape empty: one index per position along dim (index_add).
+ScatterGeometry scatter_geometry(const TensorArg& out, IntList index_shape, IntList src_shape,
+                                 IntList walk_shape, int64_t dim) {
+  ScatterGeometry g;
+  if (out.dim() == 0) return g;  // 0-d counts as [1]
+  const Strides is = contiguous_strides(index_shape), ss = contiguous_strides(src_shape);
+  g.rows = without(walk_shape, dim);
+  g.strides = {without(out.strides, dim), index_shape.empty() ? Strides(g.rows.size(), 0) : without(is, dim),
+               without(ss, dim)};
+  g.n = walk_shape[size_t(dim)];
+  g.out_stride = out.strides[size_t(dim)];
+  g.index_stride = index_shape.empty() ? 1 : is[size_t(dim)];
+  g.src_stride = ss[size_t(dim)];
+  return g;
+}
+
+/// out[row, idx[.. j ..]] += alpha * src[row, j] for every row (parallel:
+/// rows own disjoint output elements) and j ascending within each row. Sums
+/// run in S's compute type (float for float16/bfloat16, rounded once per
+/// addition, as PyTorch's CPU kernels), integers in int64 (int32 wraps like
+/// its own addition).
+template <typename S>
+void accumulate_rows_typed(const ScatterGeometry& g, const TensorArg& out, const TensorArg& src,
+                           const std::vector<int64_t>& idx, const Attrs& attrs) {
+  using C = std::conditional_t<std::is_integral_v<S>, int64_t, compute_t<S>>;
+  C alpha = C(1);
+  if (attrs.has("int_alpha")) {
+    alpha = C(attrs.i("int_alpha"));
+  } else if (attrs.has("alpha")) {
+    alpha = C(attrs.f("alpha"));
+  }
+  S* o = reinterpret_cast<S*>(out.data);
+  const S* s = reinterpret_cast<const S*>(src.data);
+  parallel_for(numel(g.rows), std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(g.n, 1)),
+               [&](int64_t b, int64_t e) {
+                 for_each_offsets<3>(g.rows, g.strides, b, e, [&](int64_t, const auto& off) {
+                   for (int64_t j = 0; j < g.n; ++j) {
+                     S& dst = o[off[0] + idx[size_t(off[1] + j * g.index_stride)] * g.out_stride];
+                     const C v = C(to_compute(s[off[2] + j * g.src_stride]));
+                     dst = from_compute<S>(C(to_compute(dst)) + (alpha == C(1) ? v : C(alpha * v)));
+                   }
+                 });
+               });
+}
+
+/// accumulate_rows_typed for out's dtype; NotImplementedError naming `op` for bool and uint8.
+void accumulate_rows(std::string_view op, const ScatterGeometry& g, const TensorArg& out,
+                     const TensorArg& src, const std::vector<int64_t>& idx, const Attrs& attrs) {
+  all_dispatch(out.dtype, [&](auto t) {
+    using S = decltype(t);
+    if constexpr (std::is_same_v<S, uint8_t>) {
+      throw NotImplementedError(fmt::format("{}: no CPU kernel for dtype {}", op, dtype_name(out.dtype)));
+    } else {
+      accumulate_rows_typed<S>(g, out, src, idx, attrs);
+    }
+  });
+}
+
+// out = x; out[.., index[.., j, ..], ..] += src[.., j, ..] over index's shape.
+void scatter_add_kernel(const KernelContext& c) {
+  const TensorArg& x = c.inputs[0];
+  const TensorArg& index = c.inputs[1];
+  const TensorArg& src = c.inputs[2];
+  const TensorArg& out = c.outputs[0];
+  const int64_t dim = normalize_dim(c.attrs.i("dim"), out.dim(), "scatter_add");
+  const std::vector<int64_t> idx = load_indices(index);
+  check_indices("scatter_add", idx, dim, out.dim() == 0 ? 1 : out.shape[size_t(dim)]);
+  start_from_input(x, out);
+  if (idx.empty()) return;
+  accumulate_rows("scatter_add", scatter_geometry(out, index.shape, src.shape, index.shape, dim), out,
+                  src, idx, c.attrs);
+}
+
+// out = x; out[.., index[j], ..] += alpha * source[.., j, ..].
+void index_add_kernel(const KernelContext& c) {
+  const TensorArg& x = c.inputs[0];
+  const TensorArg& source = c.inputs[2];
+  const TensorArg& out = c.outputs[0];
+  const int64_t dim = out.dim() == 0 ? 0 : normalize_dim(c.attrs.i("dim"), out.dim(), "index_add");
+  const std::vector<int64_t> idx = load_indices(c.inputs[1]);
+  check_indices("index_add", idx, dim, out.dim() == 0 ? 1 : out.shape[size_t(dim)]);
+  start_from_input(x, out);
+  if (idx.empty()) return;
+  accumulate_rows("index_add", scatter_geometry(out, {}, source.shape, source.shape, dim), out, source,
+                  idx, c.attrs);
+}
+
+// ---- flip -----------------------------------------------------------------------------------
+
+// out[i] = x[i with the index along each flipped dim d mirrored: size_d - 1 - i_d].
+void flip_kernel(const KernelContext& c) {
+  const TensorArg& x = c.inputs[0];
+  const TensorArg& out = c.outputs[0];
+  const int64_t isz = itemsize(x.dtype);
+  Strides strides = contiguous_strides(x.shape);
+  int64_t base = 0;
+  for (int64_t d : c.attrs.ints("dims")) {
+    const size_t k = size_t(normalize_dim(d, x.dim(), "flip"));
+    if (x.dim() == 0 || x.shape[k] == 0) continue;
+    base += (x.shape[k] - 1) * strides[k];
+    strides[k] = -strides[k];
+  }
+  const std::byte* src = x.data + base * isz;
+  parallel_for(out.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+    for_each_offset(out.shape, strides, b, e, [&](int64_t i, int64_t off) {
+      copy_elements(out.data + i * isz, src + off * isz, 1, isz);
+    });
+  });
+}
+
 // ---- masked_fill ------------------------------------------------------------------------
 
 // out = mask ? value : x, with x and mask broadcast to out's shape. For
@@ -420,6 +550,11 @@ void register_index_kernels() {
   set_cpu_kernel("gather_backward", gather_backward_kernel);
   set_cpu_kernel("masked_fill", masked_fill_kernel);
   set_cpu_kernel("masked_fill_", masked_fill_kernel);
+  set_cpu_kernel("flip", flip_kernel);
+  set_cpu_kernel("scatter_add", scatter_add_kernel);
+  set_cpu_kernel("scatter_add_", scatter_add_kernel);
+  set_cpu_kernel("index_add", index_add_kernel);
+  set_cpu_kernel("index_add_", index_add_kernel);
   set_cpu_kernel("tril", triangle_kernel<true>);
   set_cpu_kernel("triu", triangle_kernel<false>);
 }

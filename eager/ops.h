@@ -309,6 +309,58 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
+// ---- reordering and tiling (eager/ops/index.cpp) -----------------------------
+// Copies of x (any dtype) with its elements moved; each is differentiable
+// (flip's gradient is a flip, roll's a roll back, repeat's and
+// repeat_interleave's sum the tiles and the groups). IndexError for a bad dim.
+/// torch.flip: reversed along each of `dims`. ValueError for a repeated dim.
+Tensor flip(const Tensor& x, IntList dims);
+/// torch.roll: shifted by shifts[k] along dims[k], wrapping around; without
+/// dims, x flattened rolled by the single shift, then given its shape back.
+/// ValueError when shifts and dims do not align.
+Tensor roll(const Tensor& x, IntList shifts, IntList dims = {});
+/// torch.Tensor.repeat: tiled repeats[k] times along dim k; repeats.size()
+/// >= x.dim() (leading dims are added), entries >= 0 (ValueError otherwise).
+Tensor repeat(const Tensor& x, IntList repeats);
+/// torch.repeat_interleave: every element repeated `repeats` times along dim
+/// (x flattened without dim); the tensor form (int64/int32, 1-d of x.size(dim)
+/// or one entry) gives element i repeats[i] copies. ValueError for negative
+/// repeats or a mismatched repeats shape, TypeError for a repeats dtype.
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+
+// ---- accumulating scatters (eager/ops/index.cpp) -----------------------------
+// Deterministic: each output element sums its contributions in index order,
+// one thread per output row, no atomics, so a replay is bitwise. Dtypes:
+// float32, float64, float16, bfloat16, int64, int32 (NotImplementedError
+// otherwise); the added tensor must have x's dtype (TypeError). Index values
+// outside [0, x.size(dim)) throw IndexError. In-place forms are the Tensor
+// methods scatter_add_ and index_add_.
+/// torch.scatter_add: out = x; out[index[i][j]][j] += src[i][j] for dim 0 (and
+/// likewise for any dim). index int64 with x's number of dims, no larger than
+/// src anywhere nor than x outside dim (ValueError). Gradients: x → g,
+/// src → gather(g, dim, index) (zeros where src has no index entry).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+/// torch.index_add: out = x; out[.., index[i], ..] += alpha * source[.., i, ..]
+/// along dim. index 0-d/1-d int64 or int32; source is x's shape with
+/// index.numel() at dim (ValueError). Gradients: x → g, source → alpha *
+/// index_select(g, dim, index).
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 Scalar alpha = 1);
+
+// ---- einsum (eager/ops/einsum.cpp) ---------------------------------------------
+/// torch.einsum for any number of operands (contracted pairwise, left to
+/// right): "ij,jk->ik", "bhqd,bhkd->bhqk",
+/// "i,i->", "ij->ji", "ii->i", "...ij,...jk->...ik"; without "->" the output
+/// is every letter used once, upper case before lower case, each in
+/// alphabetical order (after the ellipsis dims), as PyTorch.
+/// A composition of permute, reshape, sum, diagonal selection and matmul
+/// (differentiable through them). Throws ValueError naming the equation for a
+/// malformed equation, a wrong operand count, a subscript count that does not
+/// match an operand's dims, an output letter not among the inputs, or sizes
+/// that do not match (broadcasting size-1 dims as PyTorch).
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands);
+
 // ---- attention (eager/ops/attention.cpp) -------------------------------------
 /// q (*, L, E), k (*, S, E), v (*, S, Ev) → (*, L, Ev).
 /// torch.nn.functional.scaled_dot_product_attention; scale defaults to 1/sqrt(E).

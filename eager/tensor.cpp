@@ -351,6 +351,23 @@ Tensor Tensor::triu(int64_t k) const { return dtr::triu(*this, k); }
 std::vector<Tensor> Tensor::split(int64_t n, int64_t d) const { return dtr::split(*this, n, d); }
 std::vector<Tensor> Tensor::chunk(int64_t n, int64_t d) const { return dtr::chunk(*this, n, d); }
 
+// Reordering, tiling and accumulating scatters.
+Tensor Tensor::flip(IntList dims) const { return dtr::flip(*this, dims); }
+Tensor Tensor::roll(IntList shifts, IntList dims) const { return dtr::roll(*this, shifts, dims); }
+Tensor Tensor::repeat(IntList repeats) const { return dtr::repeat(*this, repeats); }
+Tensor Tensor::repeat_interleave(int64_t r, std::optional<int64_t> dim) const {
+  return dtr::repeat_interleave(*this, r, dim);
+}
+Tensor Tensor::repeat_interleave(const Tensor& r, std::optional<int64_t> dim) const {
+  return dtr::repeat_interleave(*this, r, dim);
+}
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return dtr::scatter_add(*this, dim, index, src);
+}
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) const {
+  return dtr::index_add(*this, dim, index, source, alpha);
+}
+
 // Unary: trigonometric and erf.
 Tensor Tensor::sin() const { return dtr::sin(*this); }
 Tensor Tensor::cos() const { return dtr::cos(*this); }

@@ -347,6 +347,14 @@ class Tensor {
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   /// select(0, index), as libtorch's `x[i]`. Throws IndexError.
   Tensor operator[](int64_t index) const { return select(0, index); }
+  // Reordering, tiling and accumulating scatters (dtr::flip, dtr::roll, ...).
+  Tensor flip(IntList dims) const;
+  Tensor roll(IntList shifts, IntList dims = {}) const;
+  Tensor repeat(IntList repeats) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1) const;
 
   // Unary: trigonometric and erf (dtr::sin, dtr::cos, dtr::erf).
   Tensor sin() const;
@@ -369,6 +377,10 @@ class Tensor {
   Tensor& tanh_();
   Tensor& sigmoid_();
   Tensor& masked_fill_(const Tensor& mask, Scalar value);
+  /// torch.Tensor.scatter_add_ / index_add_: dtr::scatter_add / dtr::index_add
+  /// written into this tensor (any strides; not an expanded one: ValueError).
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
   Tensor& fill_(Scalar value);
   Tensor& zero_();
   /// Copies `src` (broadcast, cast) into this tensor's elements.

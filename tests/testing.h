@@ -27,6 +27,23 @@ std::string error_message(F&& f) {
   return "";
 }
 
+/// Runs `f`, expecting it to throw E with a message containing every `parts`.
+template <typename E, typename F>
+::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts)
+      if (msg.find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << "message '" << msg << "' lacks '" << p << "'";
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw another type: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
 /// Asserts that `t` holds `expected` (row-major) within atol + rtol*|expected|.
 inline ::testing::AssertionResult allclose(const Tensor& t, const std::vector<double>& expected,
                                            double atol = 1e-6, double rtol = 1e-5) {

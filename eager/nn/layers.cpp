@@ -179,6 +179,15 @@ GroupNorm::GroupNorm(int64_t g, int64_t c, double eps_, bool affine_, TensorOpti
 
 Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, num_groups, weight, bias, eps); }
 
+// ---- RMSNorm --------------------------------------------------------------------
+
+RMSNorm::RMSNorm(std::vector<int64_t> shape, std::optional<double> eps_, bool affine, TensorOptions opts)
+    : UnaryModule("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+  if (affine) weight = register_parameter("weight", init::constant(normalized_shape, 1.0, plain(opts)));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape, weight, eps); }
+
 // ---- Embedding ------------------------------------------------------------------
 
 Embedding::Embedding(int64_t n, int64_t d, TensorOptions opts)
@@ -265,5 +274,21 @@ Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
 Flatten::Flatten(int64_t s, int64_t e) : UnaryModule("Flatten"), start_dim(s), end_dim(e) {}
 
 Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim, end_dim); }
+
+}  // namespace dtr::nn
+
+namespace dtr::nn {
+
+Hardtanh::Hardtanh(double lo, double hi) : Hardtanh("Hardtanh", lo, hi) {}
+
+Hardtanh::Hardtanh(std::string name, double lo, double hi)
+    : UnaryModule(std::move(name)), min_val(lo), max_val(hi) {
+  DTR_CHECK(max_val >= min_val, ValueError, "{}: max_val ({}) must be at least min_val ({})", this->name(),
+            max_val, min_val);
+}
+
+Tensor Hardtanh::forward(const Tensor& x) { return clamp(x, min_val, max_val); }
+
+ReLU6::ReLU6() : Hardtanh("ReLU6", 0.0, 6.0) {}
 
 }  // namespace dtr::nn

@@ -1,6 +1,7 @@
 // Layers of torch.nn: Linear, Conv2d, ConvTranspose2d, BatchNorm2d, LayerNorm,
-// GroupNorm, Embedding, Dropout, Dropout2d, Upsample, ReLU, GELU, SiLU, Tanh,
-// Sigmoid, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten. Constructors take the PyTorch arguments in PyTorch's
+// RMSNorm, GroupNorm, Embedding, Dropout, Dropout2d, Upsample, ReLU, GELU, SiLU,
+// Tanh, Sigmoid, Hardtanh, ReLU6, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,
+// Flatten. Constructors take the PyTorch arguments in PyTorch's
 // order and end with TensorOptions (PyTorch's dtype=/device=); parameters
 // are initialized like PyTorch from the global seed (dtr::manual_seed).
 #pragma once
@@ -120,6 +121,23 @@ class GroupNorm : public UnaryModule {
   double eps;
   bool affine;
   Tensor weight, bias;
+};
+
+/// Root-mean-square normalization over the trailing `normalized_shape` dims
+/// (torch.nn.RMSNorm, PyTorch 2.4): y = x / sqrt(mean(x^2) + eps) * weight.
+/// eps nullopt = torch.finfo(x.dtype).eps; weight ones (of normalized_shape)
+/// when elementwise_affine, else undefined. forward: x (*, normalized_shape)
+/// → the same shape; ValueError from dtr::rms_norm when x's trailing dims
+/// differ from normalized_shape.
+class RMSNorm : public UnaryModule {
+ public:
+  RMSNorm(std::vector<int64_t> normalized_shape, std::optional<double> eps = std::nullopt,
+          bool elementwise_affine = true, TensorOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+
+  std::vector<int64_t> normalized_shape;
+  std::optional<double> eps;
+  Tensor weight;
 };
 
 /// A lookup table (torch.nn.Embedding): weight (num_embeddings,
@@ -248,6 +266,25 @@ class Flatten : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   int64_t start_dim, end_dim;
+};
+
+/// clamp(x, min_val, max_val) (torch.nn.Hardtanh; defaults -1, 1). Throws
+/// ValueError when max_val < min_val.
+class Hardtanh : public UnaryModule {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0);
+  Tensor forward(const Tensor& x) override;
+
+  double min_val, max_val;
+
+ protected:
+  Hardtanh(std::string name, double min_val, double max_val);
+};
+
+/// clamp(x, 0, 6) (torch.nn.ReLU6): a Hardtanh(0, 6) named "ReLU6".
+class ReLU6 : public Hardtanh {
+ public:
+  ReLU6();
 };
 
 }  // namespace dtr::nn

@@ -1,7 +1,13 @@
 // Joining and indexing: cat, stack, split, chunk, index_select, gather,
-// masked_fill (and Tensor::masked_fill_), tril, triu. PyTorch: torch.cat,
-// torch.stack, torch.split, torch.chunk, torch.index_select, torch.gather,
-// torch.masked_fill, torch.tril, torch.triu.
+// masked_fill (and Tensor::masked_fill_), tril, triu, flip, scatter_add (and
+// scatter_add_), index_add (and index_add_), and the compositions roll,
+// repeat and repeat_interleave. PyTorch: torch.cat, torch.stack,
+// torch.split, torch.chunk, torch.index_select, torch.gather,
+// torch.masked_fill, torch.tril, torch.triu, torch.flip, torch.scatter_add,
+// torch.index_add, torch.roll, torch.Tensor.repeat, torch.repeat_interleave.
+//
+// scatter_add and index_add accumulate like the backward scatters below: each
+// output element by one thread, in index position order (Note [determinism]).
 //
 // The gradients of index_select and gather scatter-add into zeros of the
 // input's shape. They are ops of their own (index_select_backward,
@@ -9,6 +15,7 @@
 // order, serially per output slot, without atomics (Note [determinism]).
 #include <algorithm>
 
+#include "eager/ops/elementwise.h"
 #include "eager/ops/registration.h"
 
 namespace dtr {
@@ -249,6 +256,130 @@ std::vector<Tensor> triu_backward(const BackwardContext& ctx, std::span<const Te
   return {triu(g[0], ctx.attrs.i("diagonal"))};
 }
 
+// ---- flip ----------------------------------------------------------------------------
+
+/// `dims` normalized against `ndim`; ValueError naming the op for a repeated dim.
+Shape normalized_dims(IntList dims, int64_t ndim, std::string_view op) {
+  Shape out;
+  for (int64_t d : dims) {
+    const int64_t n = normalize_dim(d, ndim, op);
+    DTR_CHECK(std::find(out.begin(), out.end(), n) == out.end(), ValueError,
+              "{}: dims {} has duplicates (dimension {} appears twice)", op, shape_str(dims), n);
+    out.push_back(n);
+  }
+  return out;
+}
+
+void infer_flip(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  (void)normalized_dims(a.ints("dims"), in[0].dim(), "flip");
+  out.push_back(out_meta(in[0].shape, in[0].dtype, in[0].device));
+}
+
+std::vector<Tensor> flip_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  return {flip(g[0], ctx.attrs.ints("dims"))};
+}
+
+// ---- scatter_add, index_add ------------------------------------------------------------
+
+/// The checks of torch.scatter_add: int64 index, src of self's dtype, all three
+/// with the same number of dims, index no larger than src anywhere and than
+/// self outside `dim`. Returns dim normalized.
+int64_t check_scatter_add(std::string_view op, const TensorMeta& x, const TensorMeta& index,
+                          const TensorMeta& src, int64_t dim_attr) {
+  check_index_dtype(op, index, /*allow_int32=*/false);
+  DTR_CHECK(src.dtype == x.dtype, TypeError,
+            "{}: expected self.dtype to be equal to src.dtype, got {} and {}", op,
+            dtype_name(x.dtype), dtype_name(src.dtype));
+  const int64_t dim = normalize_dim(dim_attr, x.dim(), op);
+  DTR_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), ValueError,
+            "{}: index {}, self {} and src {} must have the same number of dimensions", op,
+            shape_str(index.shape), shape_str(x.shape), shape_str(src.shape));
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const int64_t n = index.shape[size_t(d)];
+    DTR_CHECK(n <= src.shape[size_t(d)] && (d == dim || n <= x.shape[size_t(d)]), ValueError,
+              "{}: expected index {} to be no larger than self {} apart from dimension {} and no "
+              "larger than src {} (at dimension {})",
+              op, shape_str(index.shape), shape_str(x.shape), dim, shape_str(src.shape), d);
+  }
+  return dim;
+}
+
+/// The output of an accumulating row: a new tensor like x, or x itself for
+/// the in-place rows (named with a trailing '_'), which must not be expanded.
+template <OpName kName>
+void push_accumulated(const TensorMeta& x, std::vector<TensorMeta>& out) {
+  if constexpr (kName.view().back() == '_') {
+    check_inplace_result(kName.view(), x, x.shape, x.dtype);
+    out.push_back(x);
+  } else {
+    out.push_back(out_meta(x.shape, x.dtype, x.device));
+  }
+}
+
+template <OpName kName>
+void infer_scatter_add(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  (void)check_scatter_add(kName.view(), in[0], in[1], in[2], a.i("dim"));
+  push_accumulated<kName>(in[0], out);
+}
+
+/// `t` with zeros appended along every dim where it is smaller than `shape`.
+Tensor zero_pad_to(Tensor t, IntList shape) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t have = t.shape()[d];
+    if (have == shape[d]) continue;
+    Shape extra = t.shape();
+    extra[d] = shape[d] - have;
+    t = cat({t, zeros(extra, TensorOptions(t.dtype()).device(t.device()))}, int64_t(d));
+  }
+  return t;
+}
+
+// self → g; src → g gathered at index (zeros where src has no index entry).
+std::vector<Tensor> scatter_add_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  std::vector<Tensor> grads(3);
+  if (ctx.needs_grad(0)) grads[0] = g[0];
+  if (ctx.needs_grad(2)) {
+    grads[2] = zero_pad_to(gather(g[0], ctx.attrs.i("dim"), ctx.inputs[1]), ctx.input_metas[2].shape);
+  }
+  return grads;
+}
+
+/// The checks of torch.index_add: a 0-d or 1-d int64/int32 index, source of
+/// self's dtype and of self's shape with index.numel() at `dim`.
+template <OpName kName>
+void infer_index_add(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
+  constexpr std::string_view kOp = kName.view();
+  const TensorMeta &x = in[0], &index = in[1], &source = in[2];
+  check_index_dtype(kOp, index, /*allow_int32=*/true);
+  DTR_CHECK(index.dim() <= 1, ValueError, "{}: index must be 0-d or 1-d, got shape {}", kOp,
+            shape_str(index.shape));
+  DTR_CHECK(source.dtype == x.dtype, TypeError,
+            "{}: self ({}) and source ({}) must have the same dtype", kOp, dtype_name(x.dtype),
+            dtype_name(source.dtype));
+  const int64_t dim = normalize_dim(a.i("dim"), x.dim(), kOp);
+  Shape expected = x.shape;
+  if (!expected.empty()) expected[size_t(dim)] = index.numel();
+  DTR_CHECK(source.shape == expected && (x.dim() > 0 || index.numel() == 1), ValueError,
+            "{}: source of shape {} does not match self {} with {} indices at dimension {} "
+            "(expected source shape {})",
+            kOp, shape_str(source.shape), shape_str(x.shape), index.numel(), dim, shape_str(expected));
+  push_accumulated<kName>(x, out);
+}
+
+// self → g; source → alpha * g selected at index.
+std::vector<Tensor> index_add_backward(const BackwardContext& ctx, std::span<const Tensor> g) {
+  std::vector<Tensor> grads(3);
+  if (ctx.needs_grad(0)) grads[0] = g[0];
+  if (ctx.needs_grad(2)) {
+    const TensorMeta& x = ctx.input_metas[0];
+    const int64_t dim = x.dim() == 0 ? 0 : normalize_dim(ctx.attrs.i("dim"), x.dim(), "index_add");
+    Tensor s = index_select(g[0], dim, ctx.inputs[1]);
+    const double alpha = ctx.attrs.f("alpha");
+    grads[2] = alpha == 1.0 ? s : mul(s, alpha);
+  }
+  return grads;
+}
+
 OpDef row(std::string name, InferFn infer, BackwardFn backward, uint8_t save,
           std::vector<ParamSpec> params) {
   OpDef d;
@@ -312,6 +443,49 @@ void register_index_ops() {
 
   R.define(row("tril", infer_triangle<true>, tril_backward, kSaveNone, {i("diagonal", 0)}).inputs(1));
   R.define(row("triu", infer_triangle<false>, triu_backward, kSaveNone, {i("diagonal", 0)}).inputs(1));
+
+  R.define(row("flip", infer_flip, flip_backward, kSaveNone, {ints("dims")}).inputs(1));
+
+  // (self, index, src); the index gets no gradient. The in-place rows read
+  // self with any strides (index and src are made contiguous by their callers).
+  const std::vector<ParamSpec> kIndexAdd{i("dim"), param::f("alpha", 1.0), param::optional(i("int_alpha"))};
+  struct Accumulating {
+    const char* name;
+    InferFn infer;
+    BackwardFn backward;
+    std::vector<ParamSpec> params;
+    bool inplace;
+  };
+  for (const Accumulating& r : std::initializer_list<Accumulating>{
+           {"scatter_add", infer_scatter_add<"scatter_add">, scatter_add_backward, {i("dim")}, false},
+           {"scatter_add_", infer_scatter_add<"scatter_add_">, scatter_add_backward, {i("dim")}, true},
+           {"index_add", infer_index_add<"index_add">, index_add_backward, kIndexAdd, false},
+           {"index_add_", infer_index_add<"index_add_">, index_add_backward, kIndexAdd, true}}) {
+    OpDef d = row(r.name, r.infer, r.backward, kSaveInputs, r.params);
+    d.flags.inplace = r.inplace;
+    d.nondiff_inputs = 1u << 1;
+    d.inputs(3);
+    R.define(std::move(d));
+  }
+}
+
+/// Attributes of index_add: alpha as a double, and as an int64 for an
+/// integer alpha. TypeError for a floating alpha with an integer tensor.
+Attrs index_add_attrs(std::string_view op, const Tensor& x, int64_t dim, Scalar alpha) {
+  DTR_CHECK(is_floating(x.dtype()) || !alpha.is_floating(), TypeError,
+            "{}: for integral input tensors, argument alpha must not be a floating point number "
+            "(self dtype {})",
+            op, dtype_name(x.dtype()));
+  Attrs a{{"dim", dim}, {"alpha", alpha.to_double()}};
+  if (!alpha.is_floating()) a.set("int_alpha", alpha.to_int());
+  return a;
+}
+
+/// An operand of an in-place scatter into `self`: contiguous, and a copy when
+/// it shares self's storage (the kernel must not read what it wrote).
+Tensor scatter_operand(const Tensor& self, const Tensor& t) {
+  if (self.defined() && t.defined() && self.storage() == t.storage()) return t.clone();
+  return t.contiguous();
 }
 
 }  // namespace ops
@@ -444,6 +618,167 @@ Tensor tril(const Tensor& x, int64_t diagonal) {
 Tensor triu(const Tensor& x, int64_t diagonal) {
   static const OpDef& o = op("triu");
   return dispatch1(o, {x}, Attrs{{"diagonal", diagonal}});
+}
+
+/// x with the order of elements reversed along each of `dims` (torch.flip);
+/// a copy, x's shape and dtype. Throws IndexError for an out-of-range dim,
+/// ValueError for a repeated one.
+Tensor flip(const Tensor& x, IntList dims) {
+  static const OpDef& o = op("flip");
+  return dispatch1(o, {x}, Attrs{{"dims", dims.vec()}});
+}
+
+namespace {
+/// x rolled by `shift` along one dim: the last `shift` entries come first.
+Tensor roll_dim(const Tensor& x, int64_t shift, int64_t dim) {
+  const int64_t size = x.shape()[size_t(dim)];
+  int64_t start = (size - shift % size) % size;  // in [0, size)
+  if (start < 0) start += size;
+  return cat({narrow(x, dim, start, size - start), narrow(x, dim, 0, start)}, dim);
+}
+}  // namespace
+
+/// x with its elements shifted by shifts[k] along dims[k], wrapping around
+/// (torch.roll): out[(i + shift) mod size] = x[i]. With no dims, x is
+/// flattened, rolled by the one shift and given its shape back. A copy;
+/// differentiable through narrow and cat. Throws ValueError when shifts and
+/// dims differ in length (or no dims and not exactly one shift), IndexError
+/// for an out-of-range dim.
+Tensor roll(const Tensor& x, IntList shifts, IntList dims) {
+  if (dims.empty()) {
+    DTR_CHECK(shifts.size() == 1, ValueError,
+              "roll: without dims, shifts must have one element, got {} (input shape {})",
+              shape_str(shifts), shape_str(x.shape()));
+    if (x.numel() == 0) return x.clone();
+    return view(roll_dim(flatten(x), shifts[0], 0), x.shape());
+  }
+  DTR_CHECK(shifts.size() == dims.size(), ValueError,
+            "roll: shifts and dimensions must align, got shifts {} and dims {}", shape_str(shifts),
+            shape_str(dims));
+  Shape nd(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) nd[k] = normalize_dim(dims[k], x.dim(), "roll");
+  if (x.numel() == 0) return x.clone();
+  Tensor out = x.dim() == 0 ? x.clone() : x;
+  for (size_t k = 0; k < nd.size() && x.dim() > 0; ++k) out = roll_dim(out, shifts[k], nd[k]);
+  return out;
+}
+
+namespace {
+/// A contiguous copy of the (expanded) view `t` with `shape`: never t's own storage.
+Tensor copy_as(const Tensor& t, IntList shape) {
+  return view(t.is_contiguous() ? t.clone() : contiguous(t), shape);
+}
+}  // namespace
+
+/// x tiled `repeats[k]` times along dim k (torch.Tensor.repeat); repeats may
+/// have more entries than x has dims (x gets leading size-1 dims). The result
+/// has shape repeats[k] * padded_shape[k]; a copy whose gradient sums the
+/// tiles (through expand). Throws ValueError for fewer repeats than dims or a
+/// negative repeat.
+Tensor repeat(const Tensor& x, IntList repeats) {
+  DTR_CHECK(repeats.size() >= size_t(x.dim()), ValueError,
+            "repeat: number of dimensions of repeat dims ({}) can not be smaller than number of "
+            "dimensions of tensor ({}, shape {})",
+            repeats.size(), x.dim(), shape_str(x.shape()));
+  const size_t n = repeats.size(), lead = n - size_t(x.dim());
+  Shape interleaved, expanded, target;
+  for (size_t d = 0; d < n; ++d) {
+    DTR_CHECK(repeats[d] >= 0, ValueError, "repeat: repeats {} has a negative entry",
+              shape_str(repeats));
+    const int64_t s = d < lead ? 1 : x.shape()[d - lead];
+    interleaved.insert(interleaved.end(), {1, s});
+    expanded.insert(expanded.end(), {repeats[d], s});
+    target.push_back(repeats[d] * s);
+  }
+  (void)dtr::numel(target);  // ValueError for a result of 2^60 elements or more
+  return copy_as(expand(reshape(x, interleaved), expanded), target);
+}
+
+/// Each element of x repeated `repeats` times along `dim` (torch.repeat_interleave
+/// with an int): [a, b] → [a, a, b, b] for 2. Without dim, x is flattened
+/// first and the result is 1-D. A copy whose gradient sums each group.
+/// Throws ValueError for negative repeats, IndexError for a bad dim.
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  DTR_CHECK(repeats >= 0, ValueError, "repeat_interleave: repeats can not be negative, got {}", repeats);
+  if (!dim) return repeat_interleave(flatten(x), repeats, 0);
+  const int64_t d = normalize_dim(*dim, x.dim(), "repeat_interleave");
+  if (x.dim() == 0) return repeat_interleave(reshape(x, {1}), repeats, 0);
+  Shape expanded = x.shape(), target = x.shape();
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  target[size_t(d)] *= repeats;
+  return copy_as(expand(unsqueeze(x, d + 1), expanded), target);
+}
+
+/// Element i of x along `dim` repeated repeats[i] times (torch.repeat_interleave
+/// with a tensor): repeats is int64 or int32, 1-d with x.size(dim) entries or
+/// one entry (used for every element), values >= 0. Without dim, x is
+/// flattened. Implemented as index_select (the gradient sums each group).
+/// Reads the repeats' values (the result's size depends on them). Throws
+/// TypeError for another repeats dtype, ValueError for a repeats shape that
+/// does not match or a negative value, IndexError for a bad dim.
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  DTR_CHECK(repeats.dtype() == kInt64 || repeats.dtype() == kInt32, TypeError,
+            "repeat_interleave: repeats has to be an int64 or int32 tensor, got {}",
+            dtype_name(repeats.dtype()));
+  DTR_CHECK(repeats.dim() <= 1, ValueError,
+            "repeat_interleave: repeats must be 0-dim or 1-dim tensor, got shape {}",
+            shape_str(repeats.shape()));
+  if (!dim) return repeat_interleave(flatten(x), repeats, 0);
+  const int64_t d = normalize_dim(*dim, x.dim(), "repeat_interleave");
+  const Tensor base = x.dim() == 0 ? reshape(x, {1}) : x;
+  const int64_t size = base.shape()[size_t(d)];
+  const std::vector<int64_t> r = repeats.to(kInt64).to_vector<int64_t>();
+  if (r.size() == 1 && size != 1) return repeat_interleave(base, r[0], d);
+  DTR_CHECK(int64_t(r.size()) == size, ValueError,
+            "repeat_interleave: repeats must have the same size as input along dim {}: got {} "
+            "repeats for input shape {}",
+            d, r.size(), shape_str(base.shape()));
+  std::vector<int64_t> index;
+  for (int64_t i = 0; i < size; ++i) {
+    DTR_CHECK(r[size_t(i)] >= 0, ValueError, "repeat_interleave: repeats can not be negative, got {}",
+              r[size_t(i)]);
+    index.insert(index.end(), size_t(r[size_t(i)]), i);
+  }
+  return index_select(base, d, from_vector(index, {int64_t(index.size())}, TensorOptions(kInt64).device(x.device())));
+}
+
+/// out = x with out[index[i][j][k]][j][k] += src[i][j][k] for dim 0, and
+/// likewise for other dims (torch.scatter_add); out has x's shape and dtype.
+/// index is int64 with x's number of dims, no larger than src in any dim and
+/// than x outside `dim`; src has x's dtype. Accumulates in index order, one
+/// thread per output row (deterministic). Throws TypeError for the dtypes,
+/// ValueError for the shapes, IndexError for a bad dim or index value.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  static const OpDef& o = op("scatter_add");
+  return dispatch1(o, {x, index, src}, Attrs{{"dim", dim}});
+}
+
+/// out = x with alpha * source[.., i, ..] added into out[.., index[i], ..]
+/// along `dim` (torch.index_add); index is 0-d or 1-d int64/int32, source
+/// has x's dtype and x's shape with index.numel() at `dim`. Accumulates in
+/// index order (deterministic). Throws TypeError for the dtypes (or a
+/// floating alpha with an integer x), ValueError for the shapes, IndexError
+/// for a bad dim or index value.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  static const OpDef& o = op("index_add");
+  return dispatch1(o, {x, index, source}, ops::index_add_attrs("index_add", x, dim, alpha));
+}
+
+/// In-place scatter_add (torch.Tensor.scatter_add_): this tensor, any strides,
+/// is written; index and src as for dtr::scatter_add.
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  static const OpDef& o = op("scatter_add_");
+  dispatch(o, std::vector<Tensor>{*this, ops::scatter_operand(*this, index), ops::scatter_operand(*this, src)},
+           Attrs{{"dim", dim}});
+  return *this;
+}
+
+/// In-place index_add (torch.Tensor.index_add_); arguments as dtr::index_add.
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  static const OpDef& o = op("index_add_");
+  dispatch(o, std::vector<Tensor>{*this, ops::scatter_operand(*this, index), ops::scatter_operand(*this, source)},
+           ops::index_add_attrs("index_add_", *this, dim, alpha));
+  return *this;
 }
 
 }  // namespace dtr

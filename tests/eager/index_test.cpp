@@ -14,21 +14,7 @@ Tensor iota(IntList shape, DType dtype = kFloat32) { return reshape(arange(numel
 
 Tensor ints(const std::vector<int64_t>& v, IntList shape = {}) { return from_vector(v, shape); }
 
-template <typename E, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts)
-      if (msg.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << "message '" << msg << "' lacks '" << p << "'";
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw another type: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
+using testing::throws_with;
 
 // ---- cat, stack ---------------------------------------------------------------------
 

@@ -47,6 +47,16 @@ def nn_layers():
     with torch.no_grad():
         ln.weight.copy_(vals((4,),3)+1); ln.bias.copy_(vals((4,),5))
     show("ln", ln(vals((2,4),5)))
+    # RMSNorm (torch.nn.RMSNorm of PyTorch 2.4; 1.13 lacks it: its formula)
+    def rms(x, w, eps):
+        eps = torch.finfo(x.dtype).eps if eps is None else eps
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        return y if w is None else y * w
+    show("rms", rms(vals((2,4),5), vals((4,),3)+1, 1e-6))
+    show("rms_no_affine", rms(vals((2,4),5), None, None))
+    # Hardtanh, ReLU6
+    show("hardtanh", torch.nn.Hardtanh(-0.5, 0.25)(vals((6,),5)*4))
+    show("relu6", torch.nn.ReLU6()(vals((6,),5)*10))
     # Embedding
     emb = torch.nn.Embedding(5,3)
     with torch.no_grad(): emb.weight.copy_(vals((5,3),7))

@@ -335,6 +335,37 @@ TEST(NNLayers, LayerNormEmbeddingDropoutActivations) {
   EXPECT_THROW(nn::GELU("fast"), ValueError);
 }
 
+TEST(NNLayers, RMSNormHardtanhReLU6) {
+  // nn_reference.py: rms, rms_no_affine (torch.nn.RMSNorm's formula), hardtanh, relu6.
+  nn::RMSNorm rms({4}, 1e-6);
+  EXPECT_EQ(rms.state_dict().keys(), (std::vector<std::string>{"weight"}));
+  EXPECT_TRUE(testing::allclose(rms.weight, {1, 1, 1, 1}));
+  rms.load_state_dict({{"weight", add(vals({4}, 3), 1.0)}});
+  EXPECT_TRUE(testing::allclose(rms.forward(vals({2, 4}, 5)),
+                                {-0.3630305528640747, -0.14138829708099365, 1.0269408226013184,
+                                 -1.2785451412200928, 0.08689729124307632, 1.0701532363891602,
+                                 -0.4082592725753784, 1.3170995712280273},
+                                1e-5));
+  nn::RMSNorm plain({4}, std::nullopt, false);
+  EXPECT_TRUE(plain.state_dict().keys().empty());
+  EXPECT_FALSE(plain.weight.defined());
+  EXPECT_TRUE(testing::allclose(plain.forward(vals({2, 4}, 5)),
+                                {-1.4521245956420898, -0.22265909612178802, 1.0068062543869019,
+                                 -0.9099980592727661, 0.3475898504257202, 1.6852840185165405,
+                                 -0.4002549648284912, 0.9374392628669739},
+                                1e-5));
+  EXPECT_THROW(rms.forward(ones({2, 3})), ValueError);
+
+  EXPECT_TRUE(testing::allclose(nn::Hardtanh(-0.5, 0.25).forward(mul(vals({6}, 5), 4.0)),
+                                {-0.5, -0.46000000834465027, 0.25, -0.5, 0.25, 0.25}, 1e-6));
+  EXPECT_TRUE(testing::allclose(nn::Hardtanh().forward(vals({6}, 5)), {-0.75, -0.115, 0.52, -0.47, 0.165, 0.8}, 1e-6));
+  EXPECT_TRUE(testing::allclose(nn::ReLU6().forward(mul(vals({6}, 5), 10.0)),
+                                {0.0, 0.0, 5.199999809265137, 0.0, 1.6500000953674316, 6.0}, 1e-6));
+  EXPECT_EQ(nn::ReLU6().name(), "ReLU6");
+  EXPECT_EQ(nn::Hardtanh().name(), "Hardtanh");
+  EXPECT_THROW(nn::Hardtanh(1.0, -1.0), ValueError);
+}
+
 TEST(NNLayers, CausalSelfAttentionMatchesPyTorch) {
   nn::CausalSelfAttention attn(4, 2);
   EXPECT_EQ(attn.state_dict().keys(),

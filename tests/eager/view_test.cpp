@@ -20,22 +20,7 @@ std::vector<double> range(double n) {
 
 bool shares_storage(const Tensor& a, const Tensor& b) { return a.storage().get() == b.storage().get(); }
 
-/// Runs `f`, expecting it to throw E with a message containing every `parts`.
-template <typename E, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts)
-      if (msg.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << "message '" << msg << "' lacks '" << p << "'";
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw another type: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
+using testing::throws_with;
 
 TEST(ViewOps, ViewSharesStorageAndInfersMinusOne) {
   Tensor x = iota({24});

@@ -472,6 +472,53 @@ def add_cases():
     case("triu_diagonal", [f([4, 5], 32.3)], lambda x: torch.triu(x, 2))
     case("tril_batched", [f([2, 3, 3], 32.4)], lambda x: torch.tril(x))
 
+    # ---- reordering, tiling, accumulating scatters
+    case("flip", [f([2, 3, 4], 50.0)], lambda x: torch.flip(x, [0, 2]))
+    case("flip_negative_dim", [f([3, 4], 50.1)], lambda x: x.flip([-1]))
+    case("roll", [f([2, 3, 4], 50.2)], lambda x: torch.roll(x, [1, -2], [0, 2]))
+    case("roll_flattened", [f([3, 4], 50.3)], lambda x: x.roll(5))
+    case("roll_past_size", [f([2, 3], 50.4)], lambda x: torch.roll(x, 7, 1))
+    case("repeat", [f([3, 2], 50.5)], lambda x: x.repeat(2, 1, 3))
+    case("repeat_ones", [f([2, 3], 50.6)], lambda x: x.repeat(1, 1))
+    case("repeat_interleave", [f([2, 3], 50.7)], lambda x: torch.repeat_interleave(x, 2, 1))
+    case("repeat_interleave_flat", [f([2, 2], 50.8)], lambda x: x.repeat_interleave(3))
+    case("repeat_interleave_tensor", [f([3, 2], 50.9), ints([3], [2, 0, 3])],
+         lambda x, r: torch.repeat_interleave(x, r, 0))
+    # grouped-query attention: 2 key/value heads shared by 4 query heads
+    case("repeat_interleave_gqa", [f([1, 2, 3, 2], 51.0)], lambda x: torch.repeat_interleave(x, 2, 1))
+    case("scatter_add", [f([3, 4], 51.1), ints([2, 4], [0, 1, 2, 0, 2, 2, 1, 0]), f([2, 5], 51.2, grad=False)],
+         lambda x, i, s: torch.scatter_add(x, 0, i, s))  # PyTorch's src gradient fails when src is larger
+    case("scatter_add_dim1", [f([2, 3], 51.3), ints([2, 4], [0, 2, 2, 1, 1, 1, 0, 2]), f([2, 4], 51.4)],
+         lambda x, i, s: x.scatter_add(1, i, s))
+    case("scatter_add_", [f([2, 3], 51.5), ints([2, 2], [2, 2, 0, 1]), f([2, 2], 51.6)],
+         lambda x, i, s: x.clone().scatter_add_(1, i, s))
+    case("index_add", [f([4, 3], 51.7), ints([5], [3, 0, 3, 1, 3]), f([5, 3], 51.8)],
+         lambda x, i, s: torch.index_add(x, 0, i, s))
+    case("index_add_alpha_dim1", [f([2, 4], 51.9), ints([3], [1, 1, 0]), f([2, 3], 52.0)],
+         lambda x, i, s: x.index_add(1, i, s, alpha=-1.5))
+    case("index_add_", [f([3, 2], 52.1), ints([2], [2, 2]), f([2, 2], 52.2)],
+         lambda x, i, s: x.clone().index_add_(0, i, s, alpha=2.0))
+
+    # ---- einsum
+    case("einsum_matmul", [f([2, 3], 53.0), f([3, 4], 53.1)], lambda a, b: torch.einsum("ij,jk->ik", a, b))
+    case("einsum_bmm", [f([2, 2, 3], 53.2), f([2, 3, 2], 53.3)],
+         lambda a, b: torch.einsum("bij,bjk->bik", a, b))
+    case("einsum_attention_scores", [f([1, 2, 3, 4], 53.4), f([1, 2, 2, 4], 53.5)],
+         lambda a, b: torch.einsum("bhqd,bhkd->bhqk", a, b))
+    case("einsum_attention_values", [f([1, 2, 3, 2], 53.6), f([1, 2, 2, 4], 53.7)],
+         lambda a, b: torch.einsum("bhqk,bhkd->bhqd", a, b))
+    case("einsum_dot", [f([5], 53.8), f([5], 53.9)], lambda a, b: torch.einsum("i,i->", a, b))
+    case("einsum_transpose", [f([2, 3], 54.0)], lambda a: torch.einsum("ij->ji", a))
+    case("einsum_diagonal", [f([3, 3], 54.1)], lambda a: torch.einsum("ii->i", a))
+    case("einsum_sum_all", [f([2, 3], 54.2)], lambda a: torch.einsum("ij->", a))
+    case("einsum_implicit", [f([3, 2], 54.3), f([4, 3], 54.4)], lambda a, b: torch.einsum("ji,kj", a, b))
+    case("einsum_outer", [f([3], 54.5), f([2], 54.6)], lambda a, b: torch.einsum("i,j->ij", a, b))
+    case("einsum_ellipsis", [f([2, 1, 2, 3], 54.7), f([3, 3, 2], 54.8)],
+         lambda a, b: torch.einsum("...ij,...jk->...ik", a, b))
+    case("einsum_broadcast_batch", [f([1, 2, 3], 54.9), f([2, 3, 2], 55.0)],
+         lambda a, b: torch.einsum("bij,bjk->bik", a, b))
+    case("einsum_trace", [f([3, 3], 55.1)], lambda a: torch.einsum("ii", a))
+
     # ---- attention
     Q, K, Vv = [2, 3, 4], [2, 3, 4], [2, 3, 5]
     case("sdpa", [f(Q, 33.0), f(K, 33.1), f(Vv, 33.2)], lambda a, b, c: sdpa_ref(a, b, c))

@@ -78,19 +78,11 @@ class UNet final : public Workload {
         return std::vector<Tensor>{block.forward(cat({upsample2x(in[0]), in[1]}, 1))};
       };
     };
-    const bool ckpt = mode == Mode::kCheckpoint;
-    auto unary = [ckpt](const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {
-      return ckpt ? checkpoint(fn, x) : fn(x);
-    };
-    auto binary = [ckpt](const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
-                         const Tensor& low, const Tensor& skip) {
-      return ckpt ? checkpoint(fn, {low, skip})[0] : fn({low, skip})[0];
-    };
-    const Tensor e1 = unary([&n](const Tensor& x) { return n.enc1->forward(x); }, x_);
-    const Tensor e2 = unary(down(*n.enc2), e1);
-    const Tensor b = unary(down(*n.bottom), e2);
-    const Tensor d2 = binary(up(*n.dec2), b, e2);
-    const Tensor d1 = binary(up(*n.dec1), d2, e1);
+    const Tensor e1 = run_unit([&n](const Tensor& x) { return n.enc1->forward(x); }, mode, x_);
+    const Tensor e2 = run_unit(down(*n.enc2), mode, e1);
+    const Tensor b = run_unit(down(*n.bottom), mode, e2);
+    const Tensor d2 = run_unit(up(*n.dec2), mode, {b, e2})[0];
+    const Tensor d1 = run_unit(up(*n.dec1), mode, {d2, e1})[0];
     return cross_entropy(n.head->forward(d1), target_);
   }
 

@@ -114,6 +114,18 @@ const std::vector<ModelSpec>& models() {
          5, make_unet},
         {"lstm", "LSTM unrolled 128 steps, input 256, hidden 256, batch 32, mse on outputs; AdamW lr 1e-3",
          128, make_lstm},
+        {"llama",
+         "LLaMA pre-RMSNorm, 4 blocks, d 128, 8 heads / 2 kv heads (GQA), RoPE, SwiGLU 352, seq 128, "
+         "batch 8, vocab 256, cross_entropy; AdamW lr 1e-3",
+         4, make_llama, false},
+        {"unet_gn",
+         "3-level U-Net (16/32/64, GroupNorm(4), SiLU, ConvTranspose2d up), 3x32x32, batch 8, "
+         "per-pixel cross_entropy over 4 classes; SGD lr 0.01 momentum 0.9",
+         5, make_unet_gn, false},
+        {"moe",
+         "top-2 MoE, 4 pre-RMSNorm layers, 8 experts (64->128->64, SiLU), 2048 tokens, sparse "
+         "dispatch, load-balancing loss, mse_loss; AdamW lr 1e-3",
+         4, make_moe, false},
         {"chain_b2048", "64 x (Linear 512->512, GELU), batch 2048, mse_loss; SGD lr 0.01 momentum 0.9", 64,
          [=](uint64_t seed, Device device) { return make_chain(chain_b2048, seed, device); }, false, chain_b2048},
     };
@@ -144,6 +156,15 @@ Tensor run_sequential(const std::vector<std::function<Tensor(const Tensor&)>>& l
   Tensor h = x;
   for (const auto& layer : layers) h = layer(h);
   return h;
+}
+
+std::vector<Tensor> run_unit(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                             Mode mode, const std::vector<Tensor>& inputs) {
+  return mode == Mode::kCheckpoint ? checkpoint(fn, inputs) : fn(inputs);
+}
+
+Tensor run_unit(const std::function<Tensor(const Tensor&)>& fn, Mode mode, const Tensor& x) {
+  return mode == Mode::kCheckpoint ? checkpoint(fn, x) : fn(x);
 }
 
 }  // namespace dtr::zoo

@@ -1,8 +1,9 @@
-// The model zoo of the budget sweep (benchmarks/budget_sweep.cpp): five
+// The model zoo of the budget sweep (benchmarks/budget_sweep.cpp): eight
 // training workloads built from dtr::nn modules and dtr ops, each with fixed
-// shapes, a fixed seed and random inputs made once (no data files).
-// benchmarks/pytorch_zoo.py builds the same five models with the same shapes
-// in PyTorch.
+// shapes, a fixed seed and random inputs made once (no data files). The
+// first five form the default sweep; llama, unet_gn and moe run by name
+// (--models). benchmarks/pytorch_zoo.py builds the same models with the same
+// shapes in PyTorch.
 //
 //   chain   64 × (Linear 512→512, GELU), batch 256, mse_loss against a
 //           fixed random target; SGD (lr 0.01, momentum 0.9); chain_b2048
@@ -23,6 +24,24 @@
 //   lstm    one LSTM layer unrolled over 128 steps, input 256, hidden 256,
 //           batch 32, composed from linear/chunk/sigmoid/tanh/mul/add; loss
 //           the mean squared error of every step's output against a fixed
+//           random target; AdamW (lr 1e-3, weight_decay 0.01)
+//   llama   LLaMA layout, 4 pre-RMSNorm blocks, d_model 128, 8 query heads
+//           and 2 key/value heads (grouped-query attention, k/v expanded
+//           with repeat_interleave), rotary position embeddings
+//           (rotate-half, angles from sin/cos), causal
+//           scaled_dot_product_attention, SwiGLU MLP (hidden 352), no
+//           biases, sequence 128, batch 8, vocab 256, untied lm_head,
+//           cross_entropy; AdamW (lr 1e-3, weight_decay 0.01)
+//   unet_gn 3-level U-Net on 3×32×32 inputs, batch 8, widths 16/32/64:
+//           blocks of two (conv 3×3, GroupNorm(4), SiLU); max_pool2d(2)
+//           down, ConvTranspose2d(2, stride 2) up, skip connections joined
+//           with cat; per-pixel cross_entropy over 4 classes; SGD (lr 0.01,
+//           momentum 0.9)
+//   moe     4 pre-RMSNorm residual layers of a top-2 mixture of 8 experts
+//           (Linear 64→128, SiLU, Linear 128→64) on 2048 tokens of width
+//           64: softmax router, topk(2), renormalized gates, sparse
+//           dispatch (index_select per expert, index_add back), Switch
+//           load-balancing loss (weight 0.01); mse_loss against a fixed
 //           random target; AdamW (lr 1e-3, weight_decay 0.01)
 //
 // Every step is zero_grad, forward, loss, backward, optimizer step.
@@ -162,7 +181,8 @@ struct ModelSpec {
   std::optional<ChainShape> chain;
 };
 
-/// The five models in the order of the header comment, then chain_b2048:
+/// The eight models in the order of the header comment (llama, unet_gn and
+/// moe not in the default sweep), then chain_b2048:
 /// the chain at batch 2048, where activations outweigh the bytes that are
 /// never evictable (parameters, gradients, momentum) 2.5 to 1, so budgets
 /// that force recomputation are feasible (not in the default sweep).
@@ -185,11 +205,22 @@ Tensor batch_rows(const Tensor& t, int rank, int world);
 Tensor run_sequential(const std::vector<std::function<Tensor(const Tensor&)>>& layers, Mode mode,
                       const Tensor& x);
 
+/// One unit of a model that is no chain (a U-Net block with its skip input,
+/// layers carrying a side output): fn(inputs) under Mode::kPlain,
+/// dtr::checkpoint(fn, inputs) under Mode::kCheckpoint.
+std::vector<Tensor> run_unit(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                             Mode mode, const std::vector<Tensor>& inputs);
+/// The same for one input and one output.
+Tensor run_unit(const std::function<Tensor(const Tensor&)>& fn, Mode mode, const Tensor& x);
+
 // Factories, one per model file.
 std::unique_ptr<Workload> make_chain(const ChainShape& shape, uint64_t seed, Device device = Device(kCPU));
 std::unique_ptr<Workload> make_gpt(uint64_t seed, Device device = Device(kCPU));
 std::unique_ptr<Workload> make_resnet(uint64_t seed, Device device = Device(kCPU));
 std::unique_ptr<Workload> make_unet(uint64_t seed, Device device = Device(kCPU));
 std::unique_ptr<Workload> make_lstm(uint64_t seed, Device device = Device(kCPU));
+std::unique_ptr<Workload> make_llama(uint64_t seed, Device device = Device(kCPU));
+std::unique_ptr<Workload> make_unet_gn(uint64_t seed, Device device = Device(kCPU));
+std::unique_ptr<Workload> make_moe(uint64_t seed, Device device = Device(kCPU));
 
 }  // namespace dtr::zoo

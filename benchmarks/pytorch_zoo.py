@@ -31,7 +31,10 @@ Shapes, losses and optimizers are those of benchmarks/models/zoo.h; inputs
 are random tensors from a fixed seed (the two libraries draw different
 numbers). Attention is composed from matmul/masked_fill/softmax like dtr's
 scaled_dot_product_attention (PyTorch 1.13 has no fused one), and the U-Net's
-nearest upsampling from reshape/expand like dtr's. PyTorch 1.13's checkpoint
+nearest upsampling from reshape/expand like dtr's. --models defaults to the
+five models of the default sweep; llama, unet_gn and moe run when named. The
+mixture of experts dispatches sparsely like dtr's (per expert nonzero over the
+routing, index_select, index_add). PyTorch 1.13's checkpoint
 is the reentrant one, which gives no parameter gradients inside a segment
 whose inputs do not require grad; so in checkpoint mode the first segment's
 data input (and the LSTM's initial state) is made to require grad, as the
@@ -49,7 +52,9 @@ import subprocess
 import sys
 import time
 
-MODELS = ["chain", "gpt", "resnet", "unet", "lstm"]
+MODELS = ["chain", "gpt", "resnet", "unet", "lstm", "llama", "unet_gn", "moe"]
+# Those of the default sweep (zoo.h); llama, unet_gn and moe run by name.
+DEFAULT_MODELS = MODELS[:5]
 
 
 def checkpoint_segments(units):
@@ -67,6 +72,15 @@ def build(name):
     from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
     torch.manual_seed(0)
+
+    class RMSNorm(nn.Module):
+        # torch.nn.RMSNorm (PyTorch 2.4) written out, for PyTorch 1.13.
+        def __init__(self, dim, eps=1e-5):
+            super().__init__()
+            self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
     def run_sequential(units, mode, x):
         if mode == "checkpoint":
@@ -247,6 +261,141 @@ def build(name):
                 total = err if total is None else total + err
             return total / (T * B * H)
 
+    elif name == "llama":
+        # 4 pre-RMSNorm blocks, d 128, 8 heads / 2 kv heads, RoPE, SwiGLU 352, seq 128, batch 8; AdamW lr 1e-3
+        B, T, C, H, KV, HID, V, L = 8, 128, 128, 8, 2, 352, 256, 4
+        HD = C // H
+
+        def rotate_half(x):
+            return torch.cat([-x[..., HD // 2:], x[..., :HD // 2]], -1)
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attention_norm, self.ffn_norm = RMSNorm(C), RMSNorm(C)
+                self.wq, self.wk = nn.Linear(C, H * HD, bias=False), nn.Linear(C, KV * HD, bias=False)
+                self.wv, self.wo = nn.Linear(C, KV * HD, bias=False), nn.Linear(H * HD, C, bias=False)
+                self.w1, self.w2 = nn.Linear(C, HID, bias=False), nn.Linear(HID, C, bias=False)
+                self.w3 = nn.Linear(C, HID, bias=False)
+
+            def forward(self, x, cos, sin):
+                n1 = self.attention_norm(x)
+                q, k, v = (t.reshape(B, T, -1, HD).transpose(1, 2) for t in (self.wq(n1), self.wk(n1), self.wv(n1)))
+                q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+                k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
+                scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HD))
+                future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+                y = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+                h = x + self.wo(y.transpose(1, 2).reshape(B, T, C))
+                n2 = self.ffn_norm(h)
+                return h + self.w2(F.silu(self.w1(n2)) * self.w3(n2))
+
+        class Llama(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tok_embeddings = nn.Embedding(V, C)
+                self.layers = nn.ModuleList(Block() for _ in range(L))
+                self.norm, self.output = RMSNorm(C), nn.Linear(C, V, bias=False)
+
+        model = Llama()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        idx, targets, pos = torch.randint(0, V, (B, T)), torch.randint(0, V, (B * T,)), torch.arange(T).float()
+
+        def loss(mode):
+            inv_freq = torch.exp(torch.arange(0, HD, 2).float() * (-math.log(10000.0) / HD))
+            angles = pos[:, None] * inv_freq[None, :]
+            emb = torch.cat([angles, angles], -1)
+            cos, sin = emb.cos(), emb.sin()
+            units = [lambda x, blk=blk: blk(x, cos, sin) for blk in model.layers]
+            h = run_sequential(units, mode, model.tok_embeddings(idx))
+            return F.cross_entropy(model.output(model.norm(h)).reshape(B * T, V), targets)
+
+    elif name == "unet_gn":
+        # 3-level U-Net (16/32/64, GroupNorm(4), SiLU, ConvTranspose2d up), 3x32x32, batch 8; SGD lr 0.01 momentum 0.9
+        class GnBlock(nn.Module):
+            def __init__(self, i, o):
+                super().__init__()
+                self.conv1, self.gn1 = nn.Conv2d(i, o, 3, 1, 1, bias=False), nn.GroupNorm(4, o)
+                self.conv2, self.gn2 = nn.Conv2d(o, o, 3, 1, 1, bias=False), nn.GroupNorm(4, o)
+
+            def forward(self, x):
+                return F.silu(self.gn2(self.conv2(F.silu(self.gn1(self.conv1(x))))))
+
+        class UNetGn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc1, self.enc2, self.bottom = GnBlock(3, 16), GnBlock(16, 32), GnBlock(32, 64)
+                self.up2, self.dec2 = nn.ConvTranspose2d(64, 32, 2, 2), GnBlock(64, 32)
+                self.up1, self.dec1 = nn.ConvTranspose2d(32, 16, 2, 2), GnBlock(32, 16)
+                self.head = nn.Conv2d(16, 4, 1)
+
+        model = UNetGn()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        x, target = torch.randn(8, 3, 32, 32), torch.randint(0, 4, (8, 32, 32))
+
+        def loss(mode):
+            wrap = (lambda fn, *a: checkpoint(fn, *a)) if mode == "checkpoint" else (lambda fn, *a: fn(*a))
+            inp = x.detach().requires_grad_() if mode == "checkpoint" else x
+            e1 = wrap(model.enc1, inp)
+            e2 = wrap(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
+            b = wrap(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
+            d2 = wrap(lambda low, skip: model.dec2(torch.cat([model.up2(low), skip], 1)), b, e2)
+            d1 = wrap(lambda low, skip: model.dec1(torch.cat([model.up1(low), skip], 1)), d2, e1)
+            return F.cross_entropy(model.head(d1), target)
+
+    elif name == "moe":
+        # top-2 of 8 experts (64->128->64, SiLU), 4 pre-RMSNorm layers, 2048 tokens, sparse dispatch,
+        # Switch load-balancing loss at 0.01, mse_loss; AdamW lr 1e-3
+        N, C, HID, E, K, L, AUX = 2048, 64, 128, 8, 2, 4, 0.01
+
+        class MoeLayer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm, self.router = RMSNorm(C), nn.Linear(C, E, bias=False)
+                self.experts = nn.ModuleList(nn.Sequential(nn.Linear(C, HID), nn.SiLU(), nn.Linear(HID, C))
+                                             for _ in range(E))
+
+            def forward(self, x):
+                n = self.norm(x)
+                probs = torch.softmax(self.router(n), -1)
+                top, expert = probs.topk(K, -1)
+                gates, routed = (top / top.sum(-1, keepdim=True)).reshape(-1), expert.reshape(-1)
+                out = torch.zeros_like(x)
+                for e, mlp in enumerate(self.experts):
+                    slots = (routed == e).nonzero(as_tuple=True)[0]  # in token order
+                    if slots.numel() == 0:
+                        continue
+                    tokens = torch.div(slots, K, rounding_mode="floor")
+                    y = mlp(n.index_select(0, tokens)) * gates.index_select(0, slots).unsqueeze(1)
+                    out = out.index_add(0, tokens, y)
+                share = F.one_hot(routed, E).sum(0).float() / routed.numel()
+                return x + out, (share * probs.mean(0)).sum() * E
+
+        class Moe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers, self.norm = nn.ModuleList(MoeLayer() for _ in range(L)), RMSNorm(C)
+
+        model = Moe()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        x, target = torch.randn(N, C), torch.randn(N, C)
+
+        def loss(mode):
+            def segment(begin, end):
+                def run(h, aux):
+                    for layer in model.layers[begin:end]:
+                        h, layer_aux = layer(h)
+                        aux = aux + layer_aux
+                    return h, aux
+                return run
+
+            per = -(-L // checkpoint_segments(L)) if mode == "checkpoint" else L
+            h, aux = (x.detach().requires_grad_() if mode == "checkpoint" else x), torch.zeros(())
+            for begin in range(0, L, per):
+                fn = segment(begin, min(L, begin + per))
+                h, aux = checkpoint(fn, h, aux) if mode == "checkpoint" else fn(h, aux)
+            return F.mse_loss(model.norm(h), target) + aux * AUX
+
     else:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
@@ -298,7 +447,8 @@ def run_json(cmd, env):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="CSV to write (required unless --child)")
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help=f"comma-separated, of: {', '.join(MODELS)}")
     parser.add_argument("--modes", default="plain,checkpoint")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)

@@ -90,6 +90,17 @@ def build(name):
             x = unit(x)
         return x
 
+    def unet_logits(model, up2, up1, x, mode):
+        # The U-Nets' five blocks, each one checkpoint unit in checkpoint mode.
+        wrap = (lambda fn, *a: checkpoint(fn, *a)) if mode == "checkpoint" else (lambda fn, *a: fn(*a))
+        inp = x.detach().requires_grad_() if mode == "checkpoint" else x
+        e1 = wrap(model.enc1, inp)
+        e2 = wrap(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
+        b = wrap(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
+        d2 = wrap(lambda low, skip: model.dec2(torch.cat([up2(low), skip], 1)), b, e2)
+        d1 = wrap(lambda low, skip: model.dec1(torch.cat([up1(low), skip], 1)), d2, e1)
+        return model.head(d1)
+
     if name == "chain":
         # 64 x (Linear 512->512, GELU), batch 256, mse_loss; SGD lr 0.01 momentum 0.9
         model = nn.ModuleList(nn.Linear(512, 512) for _ in range(64))
@@ -208,14 +219,7 @@ def build(name):
         x, target = torch.randn(16, 3, 64, 64), torch.randint(0, 4, (16, 64, 64))
 
         def loss(mode):
-            wrap = (lambda fn, *a: checkpoint(fn, *a)) if mode == "checkpoint" else (lambda fn, *a: fn(*a))
-            inp = x.detach().requires_grad_() if mode == "checkpoint" else x
-            e1 = wrap(model.enc1, inp)
-            e2 = wrap(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
-            b = wrap(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
-            d2 = wrap(lambda low, skip: model.dec2(torch.cat([upsample2x(low), skip], 1)), b, e2)
-            d1 = wrap(lambda low, skip: model.dec1(torch.cat([upsample2x(low), skip], 1)), d2, e1)
-            return F.cross_entropy(model.head(d1), target)
+            return F.cross_entropy(unet_logits(model, upsample2x, upsample2x, x, mode), target)
 
     elif name == "lstm":
         # LSTM cell equations unrolled over 128 steps, input 256, hidden 256, batch 32; AdamW lr 1e-3
@@ -334,14 +338,7 @@ def build(name):
         x, target = torch.randn(8, 3, 32, 32), torch.randint(0, 4, (8, 32, 32))
 
         def loss(mode):
-            wrap = (lambda fn, *a: checkpoint(fn, *a)) if mode == "checkpoint" else (lambda fn, *a: fn(*a))
-            inp = x.detach().requires_grad_() if mode == "checkpoint" else x
-            e1 = wrap(model.enc1, inp)
-            e2 = wrap(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
-            b = wrap(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
-            d2 = wrap(lambda low, skip: model.dec2(torch.cat([model.up2(low), skip], 1)), b, e2)
-            d1 = wrap(lambda low, skip: model.dec1(torch.cat([model.up1(low), skip], 1)), d2, e1)
-            return F.cross_entropy(model.head(d1), target)
+            return F.cross_entropy(unet_logits(model, model.up2, model.up1, x, mode), target)
 
     elif name == "moe":
         # top-2 of 8 experts (64->128->64, SiLU), 4 pre-RMSNorm layers, 2048 tokens, sparse dispatch,

@@ -795,9 +795,13 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
     for (size_t k = 0; k < order.size(); ++k)
       for (const Edge& e : order[k]->next)
         if (e.node && --left[e.node.get()] == 0) order.push_back(e.node.get());
+    // A node runs when an edge of it leads to an input's edge or to a node
+    // that runs; an input's own grad_fn need not run.
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      bool need = captures.contains(*it);
-      for (const Edge& e : (*it)->next) need = need || (e.node && needed.contains(e.node.get()));
+      bool need = false;
+      for (const Edge& e : (*it)->next) {
+        need = need || (e.node && (captures.contains(e.node.get()) || needed.contains(e.node.get())));
+      }
       if (need) needed.insert(*it);
     }
   }
@@ -821,8 +825,19 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
           if (nr < grads.size() && grads[nr].defined()) task.captured[j] = accumulate(task.captured[j], grads[nr]);
         }
       }
-      // No leaf's .grad changes, and nothing that leads to no input runs.
-      if (n->is_accumulator() || !needed.contains(n)) continue;
+      // No leaf's .grad changes, and nothing that leads to no input runs
+      // (its children still count it done, so those that lead to an input
+      // become ready).
+      if (n->is_accumulator()) continue;
+      if (!needed.contains(n)) {
+        for (const Edge& e : n->next) {
+          if (e.node && --deps[e.node.get()] == 0) {
+            deps[e.node.get()] = -1;
+            ready.push(e.node.get());
+          }
+        }
+        continue;
+      }
     } else if (n->is_accumulator()) {
       accumulate_into_leaf(*n, grads.empty() ? Tensor() : grads[0], task.create_graph);
       continue;

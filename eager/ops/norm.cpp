@@ -108,9 +108,52 @@ void infer_rms_norm_backward(std::span<const TensorMeta> in, const Attrs& a,
   infer_row_norm_backward(in, a, out, "rms_norm_backward");
 }
 
+/// Note [higher-order gradients]: in a backward with create_graph, the
+/// gradients of layer_norm / rms_norm come from the same formula written with
+/// differentiable ops (mean, rsqrt, ...), so they can be differentiated again;
+/// the fused rows stay the first-order path.
+std::vector<Tensor> row_norm_composite_grads(const BackwardContext& ctx, const Tensor& g, bool rms) {
+  const bool has_weight = ctx.attrs.b("has_weight"), has_bias = ctx.attrs.b("has_bias");
+  const int64_t k = int64_t(ctx.attrs.ints("norm_shape").size());
+  Shape dims;
+  for (int64_t d = -k; d < 0; ++d) dims.push_back(d);
+  const Tensor& x = ctx.inputs[0];
+  const Tensor w = has_weight ? ctx.inputs[1] : Tensor();
+  const Tensor b = has_bias ? ctx.inputs[has_weight ? 2 : 1] : Tensor();
+  const double eps = ctx.attrs.f("eps");
+  Tensor y;
+  if (rms) {
+    y = mul(x, rsqrt(add(mean(mul(x, x), dims, true), eps)));
+  } else {
+    const Tensor xc = sub(x, mean(x, dims, true));
+    y = mul(xc, rsqrt(add(mean(mul(xc, xc), dims, true), eps)));
+  }
+  if (has_weight) y = mul(y, w);
+  if (has_bias) y = add(y, b);
+  std::vector<Tensor> forward_inputs{x};
+  if (has_weight) forward_inputs.push_back(w);
+  if (has_bias) forward_inputs.push_back(b);
+  std::vector<Tensor> wrt;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < forward_inputs.size(); ++i) {
+    if (ctx.needs_grad(i) && forward_inputs[i].requires_grad()) {
+      wrt.push_back(forward_inputs[i]);
+      where.push_back(i);
+    }
+  }
+  std::vector<Tensor> out(forward_inputs.size());
+  if (wrt.empty()) return out;
+  std::vector<Tensor> grads = autograd::grad({y}, wrt, {g}, /*retain_graph=*/true,
+                                             /*create_graph=*/true, /*allow_unused=*/true);
+  for (size_t j = 0; j < where.size(); ++j) out[where[j]] = grads[j];
+  return out;
+}
+
 /// Runs backward row `o` on (g, x, [weight]) and returns one gradient per
 /// forward input (x, [weight], [bias]).
 std::vector<Tensor> row_norm_grads(const OpDef& o, const BackwardContext& ctx, const Tensor& g) {
+  if (autograd::in_create_graph() && is_grad_enabled())
+    return row_norm_composite_grads(ctx, g, o.name == "rms_norm_backward");
   std::vector<Tensor> ins{g, ctx.inputs[0]};
   if (ctx.attrs.b("has_weight")) ins.push_back(ctx.inputs[1]);
   std::vector<Tensor> outs = dispatch(o, ins, ctx.attrs);

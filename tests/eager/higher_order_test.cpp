@@ -91,6 +91,30 @@ TEST(HigherOrder, GradWithRespectToANonLeafAndUnusedInputs) {
   EXPECT_THROW(autograd::grad({zeros({1})}, {x}), ValueError);
   EXPECT_THROW(autograd::grad({h}, {x}, {ones({3})}), ValueError);
   EXPECT_THROW(autograd::grad({h}, {x}), ValueError);  // not a scalar: grad_outputs needed
+  // The input's own grad_fn did not run (its saved tensors are still there).
+  Tensor h2 = w * x;
+  (void)autograd::grad({(h2 * h2).sum()}, {h2});
+  h2.sum().backward();
+  EXPECT_TRUE(allclose(w.grad(), {3, 4}));
+  // A node on a path to the input runs even when another path to it does not.
+  Tensor a = w * 2.0;
+  Tensor b = a * x;
+  std::vector<Tensor> ga = autograd::grad({(b + a * a).sum()}, {a});
+  EXPECT_TRUE(allclose(ga[0], {7, -4}));  // x + 2a
+}
+
+// layer_norm and rms_norm: in a create_graph pass their gradient is the
+// differentiable composite, checked against finite differences.
+TEST(HigherOrder, GradGradcheckOfTheNorms) {
+  const std::vector<std::pair<std::string, Fn>> cases = {
+      {"layer_norm", [](const auto& x) { return mul(layer_norm(x[0], {3}, x[1].select(0, 0), x[1].select(0, 1)), x[0]); }},
+      {"layer_norm_plain", [](const auto& x) { return mul(layer_norm(mul(x[0], x[1]), {3, 3}), x[1]); }},
+      {"rms_norm", [](const auto& x) { return mul(rms_norm(x[0], {3}, x[1].select(0, 2), 1e-5), x[0]); }},
+  };
+  for (const auto& [name, f] : cases) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(gradgradcheck(f, {leaf({3, 3}, 21), leaf({3, 3}, 22)}));
+  }
 }
 
 // The double backward of each differentiable rule, against finite differences.
@@ -131,12 +155,13 @@ TEST(HigherOrder, GradGradcheckOfTheRules) {
 // Where a rule's backward is a fused kernel without a derivative, create_graph
 // is a NotImplementedError naming it, never a silently missing term.
 TEST(HigherOrder, AFusedBackwardWithoutDerivativeIsNotImplemented) {
-  Tensor x = leaf({2, 4}, 5);
-  Tensor y = layer_norm(x, {4});
+  Tensor x = leaf({1, 2, 5, 5}, 5);
+  Tensor w = leaf({3, 2, 3, 3}, 6);
+  Tensor y = conv2d(x, w);
   EXPECT_THROW(autograd::grad({(y * y).sum()}, {x}, {}, std::nullopt, /*create_graph=*/true),
                NotImplementedError);
   // Without create_graph the same gradient is fine.
-  EXPECT_EQ(autograd::grad({(layer_norm(x, {4}) * x).sum()}, {x})[0].shape(), x.shape());
+  EXPECT_EQ(autograd::grad({(conv2d(x, w) * 2.0).sum()}, {x})[0].shape(), x.shape());
 }
 
 // WGAN-GP (Gulrajani et al. 2017): the critic's loss includes the squared

@@ -200,17 +200,8 @@ bool has_internal_overlap(const TensorMeta& m) {
 /// The gradient of a base of layout `base` from the gradient `g` of its view
 /// of layout `view` (AsStridedBackward): zeros except at the view's elements;
 /// where the view repeats an element (an expanded view) its gradients add up.
-Tensor scatter_to_base(const Tensor& g, const TensorMeta& base, const TensorMeta& view,
-                       int64_t numel) {
-  const TensorOptions opts = TensorOptions(g.dtype()).device(g.device());
-  if (!has_internal_overlap(view)) {
-    Tensor flat = zeros({numel}, opts);
-    const GradModeGuard replayable(true);  // the write stays lineage (above)
-    as_layout(flat, view).copy_(g);
-    return as_layout(flat, base);
-  }
-  // Storage position of each element of the view, row-major; a deterministic
-  // scatter-add (index_select's backward) sums the repeats in a fixed order.
+/// The storage position of each element of `view`, row-major.
+std::vector<int64_t> view_positions(const TensorMeta& view) {
   std::vector<int64_t> pos(size_t(view.numel()));
   std::vector<int64_t> idx(view.shape.size(), 0);
   for (int64_t e = 0, p = view.offset; e < int64_t(pos.size()); ++e) {
@@ -223,11 +214,60 @@ Tensor scatter_to_base(const Tensor& g, const TensorMeta& base, const TensorMeta
       idx[k] = 0;
     }
   }
+  return pos;
+}
+
+/// Whether `base` covers its storage of `numel` elements densely in row-major
+/// order, so that its flattening is the storage.
+bool dense_layout(const TensorMeta& base, int64_t numel) {
+  return is_contiguous(base.shape, base.strides) && base.offset == 0 && base.numel() == numel;
+}
+
+/// The storage positions of `view` as an int64 index tensor on `device`.
+Tensor position_index(const TensorMeta& view, Device device) {
+  const std::vector<int64_t> pos = view_positions(view);
+  return from_vector(pos, {int64_t(pos.size())}).to(device);
+}
+
+/// A scatter-add of the flat `g` into zeros of `numel` elements at `index`
+/// (index_select's backward row: deterministic, and differentiable).
+Tensor scatter_add_flat(const Tensor& g, const Tensor& index, int64_t numel) {
   static const OpDef& o = op("index_select_backward");
-  const Tensor index = from_vector(pos, {int64_t(pos.size())}).to(g.device());
-  const Tensor flat = dispatch1(o, {g.contiguous().reshape({-1}), index},
-                                Attrs{{"dim", int64_t{0}}, {"input_shape", Shape{numel}}});
-  return as_layout(flat, base);
+  return dispatch1(o, {g.contiguous().reshape({-1}), index},
+                   Attrs{{"dim", int64_t{0}}, {"input_shape", Shape{numel}}});
+}
+
+// In a backward that records its graph (create_graph), the backward's own
+// steps must be differentiable: there the gradients move between a base and
+// its views by index (gather, scatter-add), never through the layout aliases
+// of as_layout, which autograd does not see. That needs a base that covers
+// its storage densely (the outputs of ops always do).
+void check_dense_for_create_graph(const TensorMeta& base, int64_t numel) {
+  DTR_CHECK(dense_layout(base, numel), NotImplementedError,
+            "backward with create_graph=true through an in-place write into a view of a base "
+            "that does not cover its storage densely (base shape {}, strides {}, offset {}) is "
+            "not supported",
+            shape_str(base.shape), shape_str(base.strides), base.offset);
+}
+
+/// The gradient of a base of layout `base` from the gradient `g` of its view
+/// of layout `view` (AsStridedBackward): zeros except at the view's elements;
+/// where the view repeats an element (an expanded view) its gradients add up.
+Tensor scatter_to_base(const Tensor& g, const TensorMeta& base, const TensorMeta& view,
+                       int64_t numel) {
+  const TensorOptions opts = TensorOptions(g.dtype()).device(g.device());
+  if (is_grad_enabled()) {
+    check_dense_for_create_graph(base, numel);
+    return reshape(scatter_add_flat(g, position_index(view, g.device()), numel), base.shape);
+  }
+  if (!has_internal_overlap(view)) {
+    Tensor flat = zeros({numel}, opts);
+    const GradModeGuard replayable(true);  // the write stays lineage (above)
+    as_layout(flat, view).copy_(g);
+    return as_layout(flat, base);
+  }
+  // A deterministic scatter-add sums the repeats in a fixed order.
+  return as_layout(scatter_add_flat(g, position_index(view, g.device()), numel), base);
 }
 
 /// The grad_fn of a view with layout `view` of `base` (which requires grad):
@@ -671,7 +711,33 @@ std::vector<Tensor> input_grads(Node& n, std::vector<Tensor>& grads, bool retain
 /// of the base after the write. At the view's elements the write's node maps
 /// it to the gradient of the view's old values (input 0) and of the write's
 /// other inputs; elsewhere the base's gradient passes through.
+/// copy_slices_grads in a backward that records its graph: the same steps by
+/// index (gather the view's elements, mask them out, scatter-add the new ones).
+std::vector<Tensor> copy_slices_grads_differentiable(Node& n, std::vector<Tensor>& grads,
+                                                     bool retain_graph) {
+  const CopySlices& cs = *n.copy_slices;
+  check_dense_for_create_graph(cs.base, cs.storage_numel);
+  const Tensor g = grads[0].reshape({-1});
+  const Tensor index = position_index(cs.view, g.device());
+  std::vector<Tensor> fn_grads{index_select(g, 0, index).reshape(cs.view.shape)};
+  std::vector<Tensor> res = input_grads(*cs.fn, fn_grads, retain_graph);
+  res.resize(n.next.size());
+  if (n.next[0].node) {
+    std::vector<uint8_t> in_view(size_t(cs.storage_numel), 0);
+    for (int64_t p : view_positions(cs.view)) in_view[size_t(p)] = 1;
+    const Tensor mask = from_vector(in_view, {cs.storage_numel}).to(kBool).to(g.device());
+    Tensor out = masked_fill(g, mask, 0);
+    if (res[0].defined()) out = add(out, scatter_add_flat(res[0], index, cs.storage_numel));
+    res[0] = out.reshape(cs.base.shape);
+  } else {
+    res[0] = Tensor();
+  }
+  if (!retain_graph) n.released = true;
+  return res;
+}
+
 std::vector<Tensor> copy_slices_grads(Node& n, std::vector<Tensor>& grads, bool retain_graph) {
+  if (is_grad_enabled()) return copy_slices_grads_differentiable(n, grads, retain_graph);
   const CopySlices& cs = *n.copy_slices;
   const bool to_base = n.next[0].node != nullptr;
   // A buffer with the base's layout, so that the view's layout addresses its
@@ -680,10 +746,8 @@ std::vector<Tensor> copy_slices_grads(Node& n, std::vector<Tensor>& grads, bool 
   // gradient buffer down its chain of writes, as accumulate_param_grad does
   // for sums), else a copy.
   const Tensor& g = grads[0];
-  const bool dense_base = is_contiguous(cs.base.shape, cs.base.strides) && cs.base.offset == 0 &&
-                          cs.base.numel() == cs.storage_numel;
   Tensor result;
-  if (to_base && dense_base && addable_in_place(g, g, 1)) {
+  if (to_base && dense_layout(cs.base, cs.storage_numel) && addable_in_place(g, g, 1)) {
     result = g;
   } else {
     result = as_layout(zeros({cs.storage_numel}, TensorOptions(g.dtype()).device(g.device())), cs.base);

@@ -146,6 +146,16 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  /// Assigning to a named tensor rebinds the handle (as libtorch).
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  /// Assigning to a temporary writes into it, as libtorch's `x[0] = y` and
+  /// `x.select(1, 2) = 0`: copy_(src) (src broadcasts) or fill_(value). Errors
+  /// as copy_ / fill_.
+  Tensor& operator=(const Tensor& src) && { return copy_(src); }
+  Tensor& operator=(Scalar value) && { return fill_(value); }
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }

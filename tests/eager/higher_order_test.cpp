@@ -233,5 +233,54 @@ TEST(HigherOrder, GradientPenaltyTrainsBitwiseUnderABudget) {
   EXPECT_LT(unlimited[19], unlimited[0]);  // it trains
 }
 
+// Second-order gradients through in-place writes into views (CopySlices and
+// AsStridedBackward differentiate in a create_graph pass). PyTorch 1.13, with
+// p = [0.5, 1.5, 2]: h = d/dp sum(dL/dp).
+TEST(HigherOrder, SecondOrderThroughInPlaceWritesIntoViews) {
+  const std::vector<std::vector<double>> expected = {
+      {18, 18, 18}, {3, 27, 48}, {3, 108, 48}, {3, 2, 48},
+      {1.419575, -0.033547, -0.040198}, {3, 27, 48}, {24, 216, 384}};
+  for (int c = 0; c < 7; ++c) {
+    SCOPED_TRACE(c);
+    Tensor p = from_vector<double>({0.5, 1.5, 2.0}).requires_grad_();
+    Tensor loss;
+    if (c == 0) {
+      Tensor y = p * 3.0;
+      y.slice(0, 0, 3).neg_();
+      loss = (y * y).sum();
+    } else if (c == 5) {
+      Tensor y = p * p;
+      Tensor v = y.slice(0, 0, 3);
+      v.neg_();
+      loss = (v * v).sum();
+    } else if (c == 6) {
+      Tensor y = p * p;
+      Tensor e = y.unsqueeze(0).expand({2, 3});
+      y.mul_(2);
+      loss = (e * e).sum();
+    } else {
+      Tensor y = p * p;
+      if (c == 1) y.slice(0, 0, 2).neg_();
+      if (c == 2 || c == 4) y.select(0, 1).mul_(2);
+      if (c == 3) y.select(0, 1).copy_(p.select(0, 1));
+      loss = c == 4 ? tanh(y).sum() : (y * y).sum();
+    }
+    Tensor g = autograd::grad({loss}, {p}, {}, std::nullopt, /*create_graph=*/true)[0];
+    Tensor h = autograd::grad({g.sum()}, {p})[0];
+    EXPECT_TRUE(allclose(h, expected[size_t(c)], 1e-5)) << h.str();
+  }
+}
+
+// libtorch's assignment to a temporary writes into it: x[0] = y, x[1] = 5.
+TEST(HigherOrder, AssignmentToATemporaryWrites) {
+  Tensor a = zeros({2, 2});
+  a[0] = ones({2});
+  a[1] = 5;
+  EXPECT_TRUE(allclose(a, {1, 1, 5, 5}));
+  Tensor b = a;  // a named tensor rebinds
+  b = zeros({1});
+  EXPECT_TRUE(allclose(a, {1, 1, 5, 5}));
+}
+
 }  // namespace
 }  // namespace dtr

@@ -47,7 +47,23 @@ Tensor batch_rows(const Tensor& t, int rank, int world) {
   DTR_CHECK(world >= 1 && rank >= 0 && rank < world && n % world == 0, ValueError,
             "shard_batch: {} ranks do not split a batch of {} evenly (rank {})", world, n, rank);
   const int64_t b = n / world;
-  return t.slice(0, rank * b, (rank + 1) * b).clone();
+  return loaded(t.slice(0, rank * b, (rank + 1) * b), t.device());
+}
+
+Tensor loaded(const Tensor& t, Device device) {
+  const TensorOptions opts = TensorOptions(t.dtype()).device(device);
+  switch (t.dtype()) {
+    case kFloat32: return from_vector(t.to_vector<float>(), t.sizes(), opts);
+    case kInt64: return from_vector(t.to_vector<int64_t>(), t.sizes(), opts);
+    default: break;
+  }
+  throw TypeError(fmt::format("model zoo: loaded() takes float32 or int64 batches, got {}", dtype_name(t.dtype())));
+}
+
+std::vector<Tensor> Workload::inputs() const {
+  std::vector<Tensor> out;
+  for (const Tensor* t : inputs_) out.push_back(*t);
+  return out;
 }
 
 int64_t Workload::parameter_bytes() const {
@@ -59,7 +75,8 @@ int64_t Workload::parameter_bytes() const {
 void Workload::place_on(Device device, std::initializer_list<Tensor*> fixed) {
   device_ = device;
   model_->to(device);
-  for (Tensor* t : fixed) *t = t->to(device);
+  inputs_.assign(fixed.begin(), fixed.end());
+  for (Tensor* t : fixed) *t = loaded(*t, device);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // The model zoo of the budget sweep (benchmarks/budget_sweep.cpp): eight
 // training workloads built from dtr::nn modules and dtr ops, each with fixed
-// shapes, a fixed seed and random inputs made once (no data files). The
+// shapes, a fixed seed and random inputs made once and loaded as constants,
+// as a data loader's batches are (no data files). The
 // first five form the default sweep; llama, unet_gn and moe run by name
 // (--models). benchmarks/pytorch_zoo.py builds the same models with the same
 // shapes in PyTorch.
@@ -107,17 +108,22 @@ class Workload {
   void shard_optimizer_state();
   /// Where the model, its inputs and its optimizer state live.
   Device device() const { return device_; }
+  /// The fixed inputs and targets (constants: see loaded()), current values.
+  std::vector<Tensor> inputs() const;
 
  protected:
   Workload() = default;
   /// Forward and loss of the fixed batch: a float32 scalar that requires grad.
   virtual Tensor loss(Mode mode) = 0;
-  /// Moves model_ (nn::Module::to) and each of `fixed` (the inputs and
-  /// targets, Tensor::to) to `device` and records it in device_; the
-  /// optimizer is built after. Throws DeviceError for an absent device.
+  /// Moves model_ (nn::Module::to) to `device`, replaces each of `fixed`
+  /// (the inputs and targets, members of the model that live as long as it)
+  /// by loaded(*t, device) and records the device in device_ and the list
+  /// for inputs(); the optimizer is built after. Throws DeviceError for an
+  /// absent device.
   void place_on(Device device, std::initializer_list<Tensor*> fixed);
 
   std::shared_ptr<nn::Module> model_;
+  std::vector<Tensor*> inputs_;  // members of the derived class, set by place_on
   std::unique_ptr<optim::Optimizer> optimizer_;
   Device device_{kCPU};
 };
@@ -197,10 +203,19 @@ int64_t checkpoint_segments(int64_t units);
 /// Applies `layers` to `x` in order. Mode::kPlain calls them one after the
 /// other; Mode::kCheckpoint uses dtr::checkpoint_sequential with
 /// checkpoint_segments(layers.size()) segments.
-/// Rows [rank·n/world, (rank+1)·n/world) of `t` (n = t.size(0)), an owned
-/// copy: a rank's share of a batch (Workload::shard_batch). ValueError
-/// unless world divides n and rank is in [0, world).
+/// Rows [rank·n/world, (rank+1)·n/world) of `t` (n = t.size(0)), loaded
+/// (below) on t's device: a rank's share of a batch
+/// (Workload::shard_batch). ValueError unless world divides n and rank is
+/// in [0, world).
 Tensor batch_rows(const Tensor& t, int rank, int world);
+
+/// A batch as a data loader hands it to a training loop: a copy of `t`'s
+/// values (float32 or int64, any shape) made on `device` from host memory,
+/// a constant with no lineage (dtr::from_vector), so that it is never
+/// evicted and no replay redraws it. The zoo draws its inputs with
+/// randn/randint from the model's seed and loads them through this.
+/// Throws TypeError for another dtype, DeviceError for an absent device.
+Tensor loaded(const Tensor& t, Device device);
 
 Tensor run_sequential(const std::vector<std::function<Tensor(const Tensor&)>>& layers, Mode mode,
                       const Tensor& x);

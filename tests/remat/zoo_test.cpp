@@ -11,6 +11,7 @@
 
 #include "benchmarks/models/zoo.h"
 #include "dtr/dtr.h"
+#include "remat/storage_state.h"
 
 namespace dtr {
 namespace {
@@ -22,7 +23,21 @@ struct ZooRun {
   std::vector<double> losses;
   std::vector<std::vector<float>> params;  // after the last step
   remat::Stats stats;
+  bool inputs_resident_constants = false;  // after the last step
 };
+
+// Every fixed input is a constant (no lineage, never evicted) whose bytes are resident.
+bool resident_constants(const zoo::Workload& w) {
+  const std::vector<Tensor> inputs = w.inputs();
+  if (inputs.empty()) return false;
+  for (const Tensor& t : inputs) {
+    if (!remat::is_constant(*t.storage()) || remat::producer(*t.storage()) != nullptr ||
+        t.storage()->data() == nullptr) {
+      return false;
+    }
+  }
+  return true;
+}
 
 // Restores an unlimited budget however the run ends.
 struct BudgetScope {
@@ -39,6 +54,7 @@ ZooRun train(const std::string& name, std::optional<int64_t> budget, zoo::Mode m
     for (int step = 0; step < kSteps; ++step) r.losses.push_back(workload->step(mode));
     for (const Tensor& p : workload->model()->parameters()) r.params.push_back(p.to_vector<float>());
     r.stats = remat::stats();
+    r.inputs_resident_constants = resident_constants(*workload);
   }
   return r;
 }
@@ -78,7 +94,22 @@ void check_zoo_model(const std::string& name) {
     EXPECT_LE(r.stats.peak_bytes, budget) << what;
     EXPECT_GT(r.stats.evictions, 0) << what;
     EXPECT_GT(r.stats.rematerializations, 0) << what;
+    EXPECT_TRUE(r.inputs_resident_constants) << what << ": an input was evicted or has lineage";
   }
+}
+
+// Inputs and targets come from a loader (zoo::loaded): constants, as a real
+// training loop's batches, for every model; a rank's shard of them too.
+TEST(ZooInputs, AreLoadedConstants) {
+  for (const zoo::ModelSpec& spec : zoo::models()) {
+    const auto w = spec.make(kSeed);
+    EXPECT_TRUE(resident_constants(*w)) << spec.name;
+    if (spec.name == "gpt" || spec.name == "chain") {
+      w->shard_batch(1, 2);
+      EXPECT_TRUE(resident_constants(*w)) << spec.name << " shard";
+    }
+  }
+  EXPECT_THROW(zoo::loaded(ones({2}, kFloat16), Device(kCPU)), TypeError);
 }
 
 TEST(ZooUnderBudget, Llama) { check_zoo_model("llama"); }

@@ -106,6 +106,8 @@ StepTimes time_steps(Workload& workload, Mode mode, int steps) {
     cpu.push_back(cpu_ms() - cpu_start);
     wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
+  t.wall_ms = wall;
+  t.cpu_ms = cpu;
   t.median_ms = median(wall);
   t.min_ms = *std::min_element(wall.begin(), wall.end());
   t.median_cpu_ms = median(cpu);

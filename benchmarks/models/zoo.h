@@ -135,6 +135,7 @@ struct StepTimes {
   double median_ms = 0, min_ms = 0;          // wall clock
   double median_cpu_ms = 0, min_cpu_ms = 0;  // CLOCK_PROCESS_CPUTIME_ID
   double loss = 0;                           // of the last step
+  std::vector<double> wall_ms, cpu_ms;       // every step, in order
 };
 
 /// Runs `steps` (>= 1) training steps of `workload` and returns the median

@@ -64,12 +64,95 @@ def checkpoint_segments(units):
 # ---------------------------------------------------------------- models (child only)
 
 
+class Runner:
+    """How a forward pass runs its units: plainly, under static checkpointing
+    (torch.utils.checkpoint) or under selective activation checkpointing."""
+
+    def __init__(self, mode, torch):
+        from torch.utils import checkpoint as ckpt
+
+        self.mode, self.ckpt = mode, ckpt
+        self.checkpoints = mode in ("checkpoint", "sac")
+        # PyTorch 1.13's default checkpoint is the reentrant one: no parameter
+        # gradients inside a segment whose inputs do not require grad.
+        self.reentrant = mode == "checkpoint" and torch_major(torch) < 2
+        self.kwargs = {} if self.reentrant else {"use_reentrant": False}
+        if mode == "sac":
+            self.kwargs["context_fn"] = sac_context_fn(torch)
+
+    def input(self, x):
+        """x, made to require grad where the reentrant checkpoint needs it."""
+        return x.detach().requires_grad_() if self.reentrant and not x.requires_grad else x
+
+    def sequential(self, units, x):
+        """Applies `units` in order; checkpointing splits them into
+        checkpoint_segments(len(units)) segments like checkpoint_sequential
+        (the first segments-1 hold len // segments units, the last the rest
+        and runs without checkpointing)."""
+        if self.mode == "checkpoint":
+            return self.ckpt.checkpoint_sequential(units, checkpoint_segments(len(units)), self.input(x),
+                                                   **self.kwargs)
+        if self.mode == "sac":
+            segments = checkpoint_segments(len(units))
+            size, end = len(units) // segments, 0
+            for start in range(0, size * (segments - 1), size):
+                x = self.unit(lambda t, seg=units[start:start + size]: apply_all(seg, t), x)
+                end = start + size
+            units = units[end:]
+        return apply_all(units, x)
+
+    def unit(self, fn, *args):
+        """fn(*args), as one checkpointed unit when checkpointing."""
+        return self.ckpt.checkpoint(fn, *args, **self.kwargs) if self.checkpoints else fn(*args)
+
+
+def apply_all(units, x):
+    for unit in units:
+        x = unit(x)
+    return x
+
+
+def torch_major(torch):
+    return int(torch.__version__.split(".")[0])
+
+
+def sac_context_fn(torch):
+    """context_fn of selective activation checkpointing: matmul and
+    convolution outputs are saved (MUST_SAVE), everything else recomputed
+    (PREFER_RECOMPUTE). Needs PyTorch 2.4's create_selective_checkpoint_contexts."""
+    import functools
+
+    from torch.utils import checkpoint as ckpt
+
+    if not hasattr(ckpt, "create_selective_checkpoint_contexts"):
+        raise RuntimeError(f"sac needs torch.utils.checkpoint.create_selective_checkpoint_contexts "
+                           f"(PyTorch >= 2.4); this is PyTorch {torch.__version__}")
+    aten = torch.ops.aten
+    saved = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+             aten.convolution.default, aten.linear.default, aten.matmul.default}
+    for name in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention"):
+        if hasattr(aten, name):
+            saved.add(getattr(aten, name).default)
+
+    def policy(ctx, op, *args, **kwargs):
+        return ckpt.CheckpointPolicy.MUST_SAVE if op in saved else ckpt.CheckpointPolicy.PREFER_RECOMPUTE
+
+    return functools.partial(ckpt.create_selective_checkpoint_contexts, policy)
+
+
+class Workload:
+    """A model with its optimizer and fixed inputs: `loss(run)` is the
+    forward and loss of the fixed batch, `run` a Runner."""
+
+    def __init__(self, model, opt, loss):
+        self.model, self.opt, self.loss = model, opt, loss
+
+
 def build(name):
-    """Returns step(mode) -> loss for the model `name`, built from seed 0."""
+    """The Workload of the model `name`, built from seed 0."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
     torch.manual_seed(0)
 
@@ -82,34 +165,25 @@ def build(name):
         def forward(self, x):
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
-    def run_sequential(units, mode, x):
-        if mode == "checkpoint":
-            x = x if x.requires_grad else x.detach().requires_grad_()
-            return checkpoint_sequential(units, checkpoint_segments(len(units)), x)
-        for unit in units:
-            x = unit(x)
-        return x
-
-    def unet_logits(model, up2, up1, x, mode):
-        # The U-Nets' five blocks, each one checkpoint unit in checkpoint mode.
-        wrap = (lambda fn, *a: checkpoint(fn, *a)) if mode == "checkpoint" else (lambda fn, *a: fn(*a))
-        inp = x.detach().requires_grad_() if mode == "checkpoint" else x
-        e1 = wrap(model.enc1, inp)
-        e2 = wrap(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
-        b = wrap(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
-        d2 = wrap(lambda low, skip: model.dec2(torch.cat([up2(low), skip], 1)), b, e2)
-        d1 = wrap(lambda low, skip: model.dec1(torch.cat([up1(low), skip], 1)), d2, e1)
+    def unet_logits(model, up2, up1, x, run):
+        # The U-Nets' five blocks, each one checkpoint unit when checkpointing.
+        e1 = run.unit(model.enc1, run.input(x))
+        e2 = run.unit(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
+        b = run.unit(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
+        d2 = run.unit(lambda low, skip: model.dec2(torch.cat([up2(low), skip], 1)), b, e2)
+        d1 = run.unit(lambda low, skip: model.dec1(torch.cat([up1(low), skip], 1)), d2, e1)
         return model.head(d1)
 
-    if name == "chain":
-        # 64 x (Linear 512->512, GELU), batch 256, mse_loss; SGD lr 0.01 momentum 0.9
+    if name in ("chain", "chain_b2048"):
+        # 64 x (Linear 512->512, GELU), batch 256 (chain_b2048: 2048), mse_loss; SGD lr 0.01 momentum 0.9
+        batch = 2048 if name == "chain_b2048" else 256
         model = nn.ModuleList(nn.Linear(512, 512) for _ in range(64))
         units = [lambda x, lin=lin: F.gelu(lin(x)) for lin in model]
-        x, target = torch.randn(256, 512), torch.randn(256, 512)
+        x, target = torch.randn(batch, 512), torch.randn(batch, 512)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-        def loss(mode):
-            return F.mse_loss(run_sequential(units, mode, x), target)
+        def loss(run):
+            return F.mse_loss(run.sequential(units, x), target)
 
     elif name == "gpt":
         B, T, C, H, V, L, P = 8, 256, 256, 8, 256, 6, 0.1
@@ -149,9 +223,9 @@ def build(name):
         idx, targets, pos = torch.randint(0, V, (B, T)), torch.randint(0, V, (B * T,)), torch.arange(T)
         units = list(model.h)
 
-        def loss(mode):
+        def loss(run):
             x = model.drop(model.wte(idx) + model.wpe(pos))
-            h = run_sequential(units, mode, x)
+            h = run.sequential(units, x)
             return F.cross_entropy(model.lm_head(model.ln_f(h)).reshape(B * T, V), targets)
 
     elif name == "resnet":
@@ -189,8 +263,8 @@ def build(name):
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         x, labels = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
 
-        def loss(mode):
-            return F.cross_entropy(model.fc(run_sequential(units, mode, x).mean(dim=(2, 3))), labels)
+        def loss(run):
+            return F.cross_entropy(model.fc(run.sequential(units, x).mean(dim=(2, 3))), labels)
 
     elif name == "unet":
         # 3-level U-Net (16/32/64, BatchNorm), 3x64x64, batch 16, 4 classes per pixel; SGD lr 0.01 momentum 0.9
@@ -218,8 +292,8 @@ def build(name):
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         x, target = torch.randn(16, 3, 64, 64), torch.randint(0, 4, (16, 64, 64))
 
-        def loss(mode):
-            return F.cross_entropy(unet_logits(model, upsample2x, upsample2x, x, mode), target)
+        def loss(run):
+            return F.cross_entropy(unet_logits(model, upsample2x, upsample2x, x, run), target)
 
     elif name == "lstm":
         # LSTM cell equations unrolled over 128 steps, input 256, hidden 256, batch 32; AdamW lr 1e-3
@@ -246,10 +320,8 @@ def build(name):
         groups = checkpoint_segments(T)
         per_group = (T + groups - 1) // groups
 
-        def loss(mode):
-            h, c = torch.zeros(B, H), torch.zeros(B, H)
-            if mode == "checkpoint":
-                h, c = h.requires_grad_(), c.requires_grad_()
+        def loss(run):
+            h, c = run.input(torch.zeros(B, H)), run.input(torch.zeros(B, H))
             total = None
             for t0 in range(0, T, per_group):
                 t1 = min(T, t0 + per_group)
@@ -261,7 +333,7 @@ def build(name):
                         outputs.append(hh)
                     return hh, cc, F.mse_loss(torch.stack(outputs), target[t0:t1], reduction="sum")
 
-                h, c, err = checkpoint(group, h, c) if mode == "checkpoint" else group(h, c)
+                h, c, err = run.unit(group, h, c)
                 total = err if total is None else total + err
             return total / (T * B * H)
 
@@ -305,13 +377,13 @@ def build(name):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
         idx, targets, pos = torch.randint(0, V, (B, T)), torch.randint(0, V, (B * T,)), torch.arange(T).float()
 
-        def loss(mode):
+        def loss(run):
             inv_freq = torch.exp(torch.arange(0, HD, 2).float() * (-math.log(10000.0) / HD))
             angles = pos[:, None] * inv_freq[None, :]
             emb = torch.cat([angles, angles], -1)
             cos, sin = emb.cos(), emb.sin()
             units = [lambda x, blk=blk: blk(x, cos, sin) for blk in model.layers]
-            h = run_sequential(units, mode, model.tok_embeddings(idx))
+            h = run.sequential(units, model.tok_embeddings(idx))
             return F.cross_entropy(model.output(model.norm(h)).reshape(B * T, V), targets)
 
     elif name == "unet_gn":
@@ -337,8 +409,8 @@ def build(name):
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         x, target = torch.randn(8, 3, 32, 32), torch.randint(0, 4, (8, 32, 32))
 
-        def loss(mode):
-            return F.cross_entropy(unet_logits(model, model.up2, model.up1, x, mode), target)
+        def loss(run):
+            return F.cross_entropy(unet_logits(model, model.up2, model.up1, x, run), target)
 
     elif name == "moe":
         # top-2 of 8 experts (64->128->64, SiLU), 4 pre-RMSNorm layers, 2048 tokens, sparse dispatch,
@@ -377,7 +449,7 @@ def build(name):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
         x, target = torch.randn(N, C), torch.randn(N, C)
 
-        def loss(mode):
+        def loss(run):
             def segment(begin, end):
                 def run(h, aux):
                     for layer in model.layers[begin:end]:
@@ -386,49 +458,149 @@ def build(name):
                     return h, aux
                 return run
 
-            per = -(-L // checkpoint_segments(L)) if mode == "checkpoint" else L
-            h, aux = (x.detach().requires_grad_() if mode == "checkpoint" else x), torch.zeros(())
+            per = -(-L // checkpoint_segments(L)) if run.checkpoints else L
+            h, aux = run.input(x), torch.zeros(())
             for begin in range(0, L, per):
-                fn = segment(begin, min(L, begin + per))
-                h, aux = checkpoint(fn, h, aux) if mode == "checkpoint" else fn(h, aux)
+                h, aux = run.unit(segment(begin, min(L, begin + per)), h, aux)
             return F.mse_loss(model.norm(h), target) + aux * AUX
 
     else:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
-    def step(mode):
-        opt.zero_grad(set_to_none=True)
-        value = loss(mode)
+    return Workload(model, opt, loss)
+
+
+def compile_budget(mode):
+    """b of a mode "compile_<b>" (0 <= b <= 1), else None."""
+    if not mode.startswith("compile_"):
+        return None
+    try:
+        b = float(mode[len("compile_"):])
+    except ValueError:
+        b = math.nan
+    if not 0.0 <= b <= 1.0:
+        raise ValueError(f"mode {mode!r}: compile_<b> needs a budget b in [0, 1]")
+    return b
+
+
+def check_mode(mode):
+    """ValueError naming the known modes unless `mode` is one."""
+    if mode.startswith("compile_"):
+        compile_budget(mode)
+    elif mode not in ("plain", "checkpoint", "sac"):
+        raise ValueError(f"unknown mode {mode!r}; known: plain, checkpoint, sac, compile_<b> (0 <= b <= 1)")
+
+
+def make_step(torch, work, mode):
+    """The training step of `work` under `mode`: zero_grad, forward and loss
+    (compiled for compile_<b>), backward, optimizer step; returns the loss."""
+    budget = compile_budget(mode)
+    if budget is None:
+        run = Runner(mode, torch)
+
+        def forward():
+            return work.loss(run)
+    else:
+        if torch_major(torch) < 2:
+            raise RuntimeError(f"{mode} needs torch.compile (PyTorch >= 2); this is PyTorch {torch.__version__}")
+        import torch._functorch.config as functorch_config
+
+        # Read by the min-cut partitioner (AOTAutograd's default under
+        # inductor) when it splits the joint graph into forward and backward.
+        functorch_config.activation_memory_budget = budget
+        plain = Runner("plain", torch)
+        forward = torch.compile(lambda: work.loss(plain))
+
+    def step():
+        work.opt.zero_grad(set_to_none=True)
+        value = forward()
         value.backward()
-        opt.step()
+        work.opt.step()
         return value.item()
 
     return step
 
 
+def compiled_graphs(torch):
+    """Graphs dynamo has compiled in this process so far (None before PyTorch 2)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    return int(counters["stats"]["unique_graphs"])
+
+
+def reset_peak_rss():
+    """Resets VmHWM (the peak resident set size) to the current RSS (Linux
+    4.0+: 5 written to /proc/self/clear_refs); False where refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_kib():
+    """VmHWM of /proc/self/status in KiB, or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def child(args):
-    """One configuration in this process; prints one JSON line."""
+    """One configuration in this process; prints one JSON line. Exits 1
+    (the JSON then carries "error") when the model fails to build or train."""
     import torch
 
     torch.set_num_threads(args.threads)
-    step = build(args.child)
-    rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    loss = 0.0
-    for _ in range(args.warmup):
-        loss = step(args.mode)
-    wall, cpu = [], []
-    for _ in range(args.steps):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        loss = step(args.mode)
-        cpu.append((time.process_time() - cpu_start) * 1e3)
-        wall.append((time.perf_counter() - start) * 1e3)
-    print(json.dumps({
-        "library": "pytorch", "version": torch.__version__, "model": args.child, "mode": args.mode,
-        "threads": torch.get_num_threads(), "steps": args.steps, "median_ms": statistics.median(wall),
-        "min_ms": min(wall), "median_cpu_ms": statistics.median(cpu), "min_cpu_ms": min(cpu),
-        "loss": loss, "rss_base_kib": rss_base,
+    out = {"library": "pytorch", "version": torch.__version__, "model": args.child, "mode": args.mode,
+           "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup}
+    try:
+        check_mode(args.mode)
+        work = build(args.child)
+        step = make_step(torch, work, args.mode)
+        params = list(work.model.parameters())
+        out["parameters"] = sum(p.numel() for p in params)
+        out["parameter_bytes"] = sum(p.numel() * p.element_size() for p in params)
+        rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        warm = []
+        for _ in range(args.warmup):
+            start = time.perf_counter()
+            step()
+            warm.append((time.perf_counter() - start) * 1e3)
+        graphs_warm = compiled_graphs(torch)
+        peak_reset = reset_peak_rss()
+        wall, cpu, loss = [], [], math.nan
+        for _ in range(args.steps):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            loss = step()
+            cpu.append((time.process_time() - cpu_start) * 1e3)
+            wall.append((time.perf_counter() - start) * 1e3)
+        steps_peak = peak_rss_kib()
+        graphs = compiled_graphs(torch)
+    except Exception as e:  # noqa: BLE001 - reported in the JSON, exit status 1
+        out["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        print(json.dumps(out))
+        print(f"pytorch_zoo: {args.child} {args.mode} failed: {out['error']}", file=sys.stderr)
+        sys.exit(1)
+    out.update({
+        "cpu_ms": [round(v, 3) for v in cpu], "wall_ms": [round(v, 3) for v in wall],
+        "warmup_wall_ms": [round(v, 3) for v in warm],
+        "median_ms": statistics.median(wall), "min_ms": min(wall), "median_cpu_ms": statistics.median(cpu),
+        "min_cpu_ms": min(cpu), "loss": loss, "rss_base_kib": rss_base,
         "rss_peak_delta_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_base,
-    }))
+        "rss_steps_peak_delta_kib": steps_peak - rss_base if peak_reset and steps_peak is not None else None,
+    })
+    if compile_budget(args.mode) is not None:
+        out["compiled_graphs"] = graphs
+        out["recompiled_in_steps"] = graphs != graphs_warm
+    print(json.dumps(out))
 
 
 # ---------------------------------------------------------------- driver

@@ -1,10 +1,16 @@
 // Times one model of the zoo (benchmarks/models/) in a fresh process and
-// prints one JSON object: the median step time over --steps steps after
-// --warmup steps (wall clock and process CPU time), dtr's storage-byte peak over the measured steps, and the
-// process's peak resident set size (getrusage ru_maxrss) above its value
-// right after the model, optimizer and inputs were built. pytorch_zoo.py
-// runs it beside the PyTorch version of each model so both libraries are
-// measured the same way; DTR_TRACE=path.json gives a Chrome trace of a run.
+// prints one JSON object with the fields pytorch_zoo.py's child prints (see
+// its docstring): every measured step's wall-clock and process CPU time
+// (cpu_ms, wall_ms) over --steps steps after --warmup steps, their medians
+// and minima, the parameter count, dtr's storage-byte peak over the measured
+// steps (peak_bytes), the process's peak resident set size (getrusage
+// ru_maxrss) above its value right after the model, optimizer and inputs
+// were built (rss_peak_delta_kib), and the peak of the measured steps alone
+// above that same value (rss_steps_peak_delta_kib: VmHWM of /proc/self/status
+// after resetting it through /proc/self/clear_refs before the first measured
+// step; null where the kernel refuses the reset). pytorch_zoo.py runs it
+// beside the PyTorch version of each model so both libraries are measured
+// the same way; DTR_TRACE=path.json gives a Chrome trace of a run.
 //
 //   ./build/benchmarks/zoo_step --model gpt [--mode plain|checkpoint]
 //       [--steps 5] [--warmup 2] [--threads 1] [--budget BYTES]
@@ -12,12 +18,18 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "benchmarks/models/zoo.h"
 #include "core/parallel.h"
 #include "dtr/dtr.h"
+
+#ifndef DTR_VERSION_STRING
+#define DTR_VERSION_STRING "unknown"  // set by CMakeLists.txt
+#endif
 
 namespace {
 
@@ -25,6 +37,41 @@ int64_t max_rss_kib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_maxrss;  // KiB on Linux
+}
+
+// Resets the peak resident set size (VmHWM) to the current one (Linux 4.0+:
+// writing 5 to /proc/self/clear_refs). False where that is refused.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return bool(f);
+}
+
+// VmHWM of /proc/self/status in KiB, or -1 when unreadable.
+int64_t peak_rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  while (f >> key) {
+    if (key == "VmHWM:") {
+      int64_t kib = -1;
+      f >> kib;
+      return kib;
+    }
+    f.ignore(1 << 12, '\n');
+  }
+  return -1;
+}
+
+// [a, b, c] with three decimals.
+std::string json_list(const std::vector<double>& v) {
+  std::string out = "[";
+  char buf[32];
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.3f", i ? ", " : "", v[i]);
+    out += buf;
+  }
+  return out + "]";
 }
 
 [[noreturn]] void usage(const char* argv0, const std::string& error) {
@@ -70,18 +117,29 @@ int main(int argc, char** argv) {
     const std::unique_ptr<dtr::zoo::Workload> workload = spec.make(/*seed=*/0);
     const int64_t rss_base = max_rss_kib();
     dtr::remat::set_memory_budget(budget);
+    int64_t parameters = 0;
+    for (const dtr::Tensor& p : workload->model()->parameters()) parameters += p.numel();
     for (int64_t i = 0; i < warmup; ++i) workload->step(mode);
     dtr::remat::reset_stats();
+    const bool peak_reset = reset_peak_rss();
     const dtr::zoo::StepTimes t = dtr::zoo::time_steps(*workload, mode, int(steps));
+    const int64_t steps_peak = peak_rss_kib();
     const dtr::remat::Stats st = dtr::remat::stats();
+    const std::string steps_peak_delta =
+        peak_reset && steps_peak >= 0 ? std::to_string(steps_peak - rss_base) : std::string("null");
     std::printf(
-        "{\"library\": \"dtr\", \"model\": \"%s\", \"mode\": \"%s\", \"threads\": %d, \"steps\": %lld, "
+        "{\"library\": \"dtr\", \"version\": \"%s\", \"model\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
+        "\"steps\": %lld, \"warmup\": %lld, \"parameters\": %lld, \"parameter_bytes\": %lld, "
+        "\"cpu_ms\": %s, \"wall_ms\": %s, "
         "\"median_ms\": %.3f, \"min_ms\": %.3f, \"median_cpu_ms\": %.3f, \"min_cpu_ms\": %.3f, "
         "\"loss\": %.6f, \"peak_bytes\": %lld, \"rss_base_kib\": %lld, \"rss_peak_delta_kib\": %lld, "
-        "\"evictions\": %lld, \"recomputed_ops\": %lld}\n",
-        spec.name.c_str(), mode_name.c_str(), dtr::num_threads(), static_cast<long long>(steps), t.median_ms,
-        t.min_ms, t.median_cpu_ms, t.min_cpu_ms, t.loss, static_cast<long long>(st.peak_bytes),
-        static_cast<long long>(rss_base), static_cast<long long>(max_rss_kib() - rss_base),
+        "\"rss_steps_peak_delta_kib\": %s, \"evictions\": %lld, \"recomputed_ops\": %lld}\n",
+        DTR_VERSION_STRING, spec.name.c_str(), mode_name.c_str(), dtr::num_threads(), static_cast<long long>(steps),
+        static_cast<long long>(warmup), static_cast<long long>(parameters),
+        static_cast<long long>(workload->parameter_bytes()), json_list(t.cpu_ms).c_str(),
+        json_list(t.wall_ms).c_str(), t.median_ms, t.min_ms, t.median_cpu_ms, t.min_cpu_ms, t.loss,
+        static_cast<long long>(st.peak_bytes), static_cast<long long>(rss_base),
+        static_cast<long long>(max_rss_kib() - rss_base), steps_peak_delta.c_str(),
         static_cast<long long>(st.evictions), static_cast<long long>(st.recomputed_ops));
     dtr::remat::Runtime::global().flush_trace();
   } catch (const dtr::OutOfMemoryError& e) {

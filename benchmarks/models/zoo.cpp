@@ -80,8 +80,9 @@ double median(std::vector<double> v) {
 
 StepTimes time_steps(Workload& workload, Mode mode, int steps) {
   DTR_CHECK(steps >= 1, ValueError, "time_steps: expected at least one step, got {}", steps);
-  std::vector<double> wall, cpu;
   StepTimes t;
+  std::vector<double>& wall = t.wall_ms;
+  std::vector<double>& cpu = t.cpu_ms;
   for (int i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = cpu_ms();

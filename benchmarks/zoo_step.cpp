@@ -1,21 +1,26 @@
 // Times one model of the zoo (benchmarks/models/) in a fresh process and
-// prints one JSON object with the fields pytorch_zoo.py's child prints (see
-// its docstring): every measured step's wall-clock and process CPU time
-// (cpu_ms, wall_ms) over --steps steps after --warmup steps, their medians
-// and minima, the parameter count, dtr's storage-byte peak over the measured
-// steps (peak_bytes), the process's peak resident set size (getrusage
-// ru_maxrss) above its value right after the model, optimizer and inputs
-// were built (rss_peak_delta_kib), and the peak of the measured steps alone
-// above that same value (rss_steps_peak_delta_kib: VmHWM of /proc/self/status
-// after resetting it through /proc/self/clear_refs before the first measured
-// step; null where the kernel refuses the reset). pytorch_zoo.py runs it
-// beside the PyTorch version of each model so both libraries are measured
-// the same way; DTR_TRACE=path.json gives a Chrome trace of a run.
+// prints one JSON object with the fields pytorch_zoo.py's child prints (its
+// docstring describes them): every measured step's wall-clock and process
+// CPU time (cpu_ms, wall_ms) over --steps steps after --warmup steps
+// (warmup_wall_ms), their medians and minima, the parameter count, dtr's
+// storage-byte peak over the measured steps (peak_bytes), the process's peak
+// resident set size over the whole run (getrusage ru_maxrss) above its value
+// right after the model, optimizer and inputs were built
+// (rss_peak_delta_kib), the peak of
+// the measured steps alone above that same value (rss_steps_peak_delta_kib:
+// VmHWM of /proc/self/status after resetting it through /proc/self/clear_refs
+// before the first measured step; null where the kernel refuses the reset)
+// and the resident set size right before that step (rss_before_steps_kib).
+// pytorch_zoo.py runs it beside the PyTorch version of each model so both
+// libraries are measured the same way; DTR_TRACE=path.json gives a Chrome
+// trace of a run.
 //
 //   ./build/benchmarks/zoo_step --model gpt [--mode plain|checkpoint]
 //       [--steps 5] [--warmup 2] [--threads 1] [--budget BYTES]
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -48,12 +53,13 @@ bool reset_peak_rss() {
   return bool(f);
 }
 
-// VmHWM of /proc/self/status in KiB, or -1 when unreadable.
-int64_t peak_rss_kib() {
+// Field `field` of /proc/self/status ("VmHWM:", "VmRSS:") in KiB, or -1
+// when unreadable.
+int64_t status_kib(const std::string& field) {
   std::ifstream f("/proc/self/status");
   std::string key;
   while (f >> key) {
-    if (key == "VmHWM:") {
+    if (key == field) {
       int64_t kib = -1;
       f >> kib;
       return kib;
@@ -119,27 +125,36 @@ int main(int argc, char** argv) {
     dtr::remat::set_memory_budget(budget);
     int64_t parameters = 0;
     for (const dtr::Tensor& p : workload->model()->parameters()) parameters += p.numel();
-    for (int64_t i = 0; i < warmup; ++i) workload->step(mode);
+    std::vector<double> warmup_ms;
+    for (int64_t i = 0; i < warmup; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      workload->step(mode);
+      warmup_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
     dtr::remat::reset_stats();
+    const int64_t warmup_peak = max_rss_kib();  // the reset lowers ru_maxrss too
     const bool peak_reset = reset_peak_rss();
+    const int64_t rss_before = status_kib("VmRSS:");
     const dtr::zoo::StepTimes t = dtr::zoo::time_steps(*workload, mode, int(steps));
-    const int64_t steps_peak = peak_rss_kib();
+    const int64_t steps_peak = status_kib("VmHWM:");
+    const int64_t run_peak = std::max(warmup_peak, max_rss_kib());
     const dtr::remat::Stats st = dtr::remat::stats();
     const std::string steps_peak_delta =
         peak_reset && steps_peak >= 0 ? std::to_string(steps_peak - rss_base) : std::string("null");
     std::printf(
         "{\"library\": \"dtr\", \"version\": \"%s\", \"model\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
         "\"steps\": %lld, \"warmup\": %lld, \"parameters\": %lld, \"parameter_bytes\": %lld, "
-        "\"cpu_ms\": %s, \"wall_ms\": %s, "
+        "\"cpu_ms\": %s, \"wall_ms\": %s, \"warmup_wall_ms\": %s, "
         "\"median_ms\": %.3f, \"min_ms\": %.3f, \"median_cpu_ms\": %.3f, \"min_cpu_ms\": %.3f, "
         "\"loss\": %.6f, \"peak_bytes\": %lld, \"rss_base_kib\": %lld, \"rss_peak_delta_kib\": %lld, "
-        "\"rss_steps_peak_delta_kib\": %s, \"evictions\": %lld, \"recomputed_ops\": %lld}\n",
+        "\"rss_steps_peak_delta_kib\": %s, \"rss_before_steps_kib\": %lld, \"evictions\": %lld, "
+        "\"recomputed_ops\": %lld}\n",
         DTR_VERSION_STRING, spec.name.c_str(), mode_name.c_str(), dtr::num_threads(), static_cast<long long>(steps),
         static_cast<long long>(warmup), static_cast<long long>(parameters),
         static_cast<long long>(workload->parameter_bytes()), json_list(t.cpu_ms).c_str(),
-        json_list(t.wall_ms).c_str(), t.median_ms, t.min_ms, t.median_cpu_ms, t.min_cpu_ms, t.loss,
+        json_list(t.wall_ms).c_str(), json_list(warmup_ms).c_str(), t.median_ms, t.min_ms, t.median_cpu_ms, t.min_cpu_ms, t.loss,
         static_cast<long long>(st.peak_bytes), static_cast<long long>(rss_base),
-        static_cast<long long>(max_rss_kib() - rss_base), steps_peak_delta.c_str(),
+        static_cast<long long>(run_peak - rss_base), steps_peak_delta.c_str(), static_cast<long long>(rss_before),
         static_cast<long long>(st.evictions), static_cast<long long>(st.recomputed_ops));
     dtr::remat::Runtime::global().flush_trace();
   } catch (const dtr::OutOfMemoryError& e) {

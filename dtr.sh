@@ -216,7 +216,7 @@ case $cmd in
   test) test_all ;;
   run) run_main "$@" ;;
   bench) bench "$@" ;;
-  bench-env) bench_env ;;
+  bench-env) setup && bench_env ;;
   bench-sweep) bench_sweep ;;
   fuzz) fuzz "$@" ;;
   golden) golden "$@" ;;

@@ -13,9 +13,11 @@
 #                    regenerate tests/golden/golden.txt (--check: fail if stale)
 #   ./dtr.sh fuzz [SECONDS]  clang build of the library and the libFuzzer
 #                    targets in build-fuzz/, each run SECONDS (default 60)
-#   ./dtr.sh bench-sweep  setup, build, then the model-zoo budget sweep, the
-#                    PyTorch comparison and the plots in benchmarks/results/
-#                    (about an hour on two cores)
+#   ./dtr.sh bench-env  install PyTorch 2 (CPU use; PyPI) and numpy into
+#                    build/venv-bench for the PyTorch comparison
+#   ./dtr.sh bench-sweep  setup, build, bench-env, then the model-zoo budget
+#                    sweep, the PyTorch comparison and the plots in
+#                    benchmarks/results/ (over an hour on two cores)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -31,6 +33,11 @@ PACKAGES=(
 # venv that sees its packages (numpy, pytest, torch) and adds nanobind.
 VENV=build/venv
 NANOBIND_REQUIREMENT='nanobind>=2.0,<4'
+# The PyTorch of the model-zoo comparison (benchmarks/pytorch_zoo.py): 2.4 or
+# later for selective activation checkpointing, in a venv of its own so that
+# the tests keep Debian's python3-torch.
+BENCH_VENV=build/venv-bench
+BENCH_TORCH_REQUIREMENT='torch>=2.4,<3'
 
 log() { printf '== %s\n' "$*" >&2; }
 
@@ -142,9 +149,33 @@ bench() {
   if ((found == 0)); then echo "dtr.sh bench: no benchmarks built" >&2; fi
 }
 
+# bench_env: creates $BENCH_VENV with PyTorch 2 and numpy from PyPI and sets
+# BENCH_PYTHON to its python. Where that cannot be installed, BENCH_PYTHON is
+# Debian's python3 with python3-torch 1.13 and BENCH_MODES drops the variants
+# that need PyTorch 2.
+bench_env() {
+  BENCH_PYTHON=$BENCH_VENV/bin/python
+  BENCH_MODES=plain,checkpoint,sac,compile_1,compile_0.5,compile_0.3
+  if [[ ! -x $BENCH_PYTHON ]]; then
+    log "creating $BENCH_VENV (python3 -m venv)"
+    /usr/bin/python3 -m venv "$BENCH_VENV"
+  fi
+  if ! "$BENCH_PYTHON" -c 'import sys, torch, numpy; sys.exit(int(torch.__version__.split(".")[0]) < 2)' 2>/dev/null; then
+    log "installing '$BENCH_TORCH_REQUIREMENT' numpy into $BENCH_VENV (PyPI; a few GB with its CUDA libraries)"
+    if ! "$BENCH_PYTHON" -m pip install --quiet "$BENCH_TORCH_REQUIREMENT" numpy; then
+      log "warning: PyTorch 2 could not be installed; the comparison runs with Debian's python3-torch 1.13 (plain and checkpoint only)"
+      setup python3-torch
+      BENCH_PYTHON=/usr/bin/python3
+      BENCH_MODES=plain,checkpoint
+    fi
+  fi
+  log "PyTorch for the comparison: $("$BENCH_PYTHON" -c 'import torch; print(torch.__version__)') ($BENCH_PYTHON)"
+}
+
 bench_sweep() {
-  setup python3-torch python3-matplotlib
+  setup python3-matplotlib
   build
+  bench_env
   local out=benchmarks/results
   mkdir -p "$out"
   log "budget sweep -> $out/sweep.csv (progress in $out/sweep.log)"
@@ -153,8 +184,8 @@ bench_sweep() {
   log "chain_b2048 against Revolve -> $out/revolve.csv"
   build/benchmarks/budget_sweep --models chain_b2048 --heuristics dtr_eq --ratios 0.9,0.8,0.7,0.6,0.5,0.4,0.3 --no-bisect \
     --steps 1 --warmup 1 --threads 1 --out "$out/revolve.csv" 2>"$out/revolve.log"
-  log "PyTorch comparison -> $out/pytorch.csv"
-  /usr/bin/python3 benchmarks/pytorch_zoo.py --steps 5 --warmup 1 --threads 1 --rounds 2 \
+  log "PyTorch comparison ($BENCH_MODES) -> $out/pytorch.csv (progress in $out/pytorch.log)"
+  "$BENCH_PYTHON" benchmarks/pytorch_zoo.py --modes "$BENCH_MODES" --steps 5 --warmup 2 --threads 1 --rounds 2 \
     --dtr build/benchmarks/zoo_step --out "$out/pytorch.csv" 2>"$out/pytorch.log"
   /usr/bin/python3 benchmarks/plot_sweep.py --results "$out"
 }
@@ -185,6 +216,7 @@ case $cmd in
   test) test_all ;;
   run) run_main "$@" ;;
   bench) bench "$@" ;;
+  bench-env) setup && bench_env ;;
   bench-sweep) bench_sweep ;;
   fuzz) fuzz "$@" ;;
   golden) golden "$@" ;;

@@ -9,14 +9,17 @@ Reads sweep.csv (benchmarks/budget_sweep.cpp) and, when present, revolve.csv
 
   sweep.svg   slowdown against budget ratio, one panel per model, one line
               per eviction heuristic; the smallest feasible ratio of dtr_eq
-              as a dotted line; static checkpointing (dtr) and PyTorch (plain
-              and checkpointed) as marked points
+              as a dotted line; static checkpointing (dtr) and PyTorch's
+              variants (plain, checkpointed, selective checkpointing,
+              torch.compile under activation memory budgets) as marked points
   summary.md  the tables quoted in README.md
 
 Needs Debian's python3-matplotlib. Slowdowns are ratios of median process
 CPU times (see budget_sweep.cpp); the PyTorch points are placed by the
 measure both libraries share: x = PyTorch's peak-RSS increase over dtr's
-unbudgeted one, y = PyTorch's CPU time over dtr's unbudgeted one.
+unbudgeted one (for torch.compile the peak of the measured steps alone,
+compilation's own left out), y = PyTorch's CPU time over dtr's unbudgeted
+one.
 """
 
 import argparse
@@ -86,17 +89,48 @@ def torch_row(torch_rows, library, model, mode):
     return None
 
 
+PYTORCH_LABELS = {"plain": "PyTorch", "checkpoint": "PyTorch checkpoint", "sac": "PyTorch SAC"}
+PYTORCH_MARKERS = {"plain": "P", "checkpoint": "X", "sac": "D"}
+
+
+def pytorch_label(mode):
+    if mode.startswith("compile_"):
+        return f"PyTorch compile, budget {mode[len('compile_'):]}"
+    return PYTORCH_LABELS.get(mode, f"PyTorch {mode}")
+
+
+def rss_mib(row):
+    """The RSS increase of a pytorch.csv row: under torch.compile the peak of
+    the measured steps alone (compilation's own peak left out), else the
+    peak of the whole run."""
+    if row["mode"].startswith("compile_") and row.get("rss_steps_peak_delta_mib"):
+        return num(row["rss_steps_peak_delta_mib"])
+    return num(row["rss_peak_delta_mib"])
+
+
+def mode_order(row):
+    """plain, checkpoint, sac, then compile_<b> by decreasing b, then the rest."""
+    mode = row["mode"]
+    if mode.startswith("compile_"):
+        return (3, -num(mode[len("compile_"):]))
+    return ({"plain": 0, "checkpoint": 1, "sac": 2}.get(mode, 4), 0.0)
+
+
+def torch_version(torch_rows):
+    versions = sorted({r.get("version") or "" for r in torch_rows if r["library"] == "pytorch"} - {""})
+    return ", ".join(versions) if versions else "1.13"
+
+
 def pytorch_points(torch_rows, model):
-    """[(label, x, y)]: PyTorch plain / checkpoint relative to dtr plain, by RSS and CPU time."""
+    """[(mode, label, x, y)]: each PyTorch variant relative to dtr plain, by RSS and CPU time."""
     base = torch_row(torch_rows, "dtr", model, "plain")
-    if base is None:
+    if base is None or not num(base["rss_peak_delta_mib"]) > 0:
         return []
     out = []
-    for mode, label in (("plain", "PyTorch"), ("checkpoint", "PyTorch checkpoint")):
-        r = torch_row(torch_rows, "pytorch", model, mode)
-        if r is None or num(base["rss_peak_delta_mib"]) <= 0:
+    for r in torch_rows:
+        if r["library"] != "pytorch" or r["model"] != model or r.get("error"):
             continue
-        out.append((label, num(r["rss_peak_delta_mib"]) / num(base["rss_peak_delta_mib"]),
+        out.append((r["mode"], pytorch_label(r["mode"]), rss_mib(r) / num(base["rss_peak_delta_mib"]),
                     num(r["median_cpu_ms"]) / num(base["median_cpu_ms"])))
     return out
 
@@ -112,6 +146,7 @@ def plot(sweep, torch_rows, path):
     rows = math.ceil(len(models) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 1.0), squeeze=False)
     styles = dict(zip(HEURISTICS, ["o-", "s--", "^--", "v:", "d:", "x:"]))
+    compile_modes = sorted({r["mode"] for r in torch_rows if r["mode"].startswith("compile_")})
     for ax, model in zip(axes.flat, models):
         top, bottom = 1.0, 0.8
         for h in sweep.heuristics():
@@ -128,9 +163,11 @@ def plot(sweep, torch_rows, path):
         if ck is not None and ck["feasible"] == "1":
             ax.plot([num(ck["ratio"])], [num(ck["slowdown"])], "*", ms=13, color="black", label="static √N checkpoint (dtr)")
             top, bottom = max(top, num(ck["slowdown"])), min(bottom, num(ck["slowdown"]) - 0.05)
-        for label, x, y in pytorch_points(torch_rows, model):
-            marker = "P" if label == "PyTorch" else "X"
-            ax.plot([x], [y], marker, ms=10, color="tab:red", label=label + " (RSS, CPU time vs dtr)")
+        for mode, label, x, y in pytorch_points(torch_rows, model):
+            compiled = mode in compile_modes
+            marker = "^v<>"[compile_modes.index(mode) % 4] if compiled else PYTORCH_MARKERS.get(mode, "o")
+            ax.plot([x], [y], marker, ms=9, color="tab:purple" if compiled else "tab:red", alpha=0.8,
+                    label=label + " (RSS, CPU time vs dtr)")
             top, bottom = max(top, y), min(bottom, y - 0.05)
         ax.axhline(1.0, color="grey", lw=0.5)
         ax.set_title(model)
@@ -184,7 +221,7 @@ def summary(sweep, torch_rows):
                      fmt(num(d["median_cpu_ms"]) / num(t["median_cpu_ms"]), 2, "×") if d and t else "–",
                      fmt(peak / 2**20, 1), fmt(num(d["rss_peak_delta_mib"]), 0) if d else "–",
                      fmt(num(t["rss_peak_delta_mib"]), 0) if t else "–", fmt(const / peak, 2)])
-    md += ["## Unbudgeted step: dtr against PyTorch 1.13", "",
+    md += [f"## Unbudgeted step: dtr against PyTorch {torch_version(torch_rows)}", "",
            "CPU ms: median process CPU time of one step (fresh process per configuration, `pytorch_zoo.py`; "
            "the smallest of the rounds' medians when it ran several rounds). "
            "RSS: peak resident set size (ru_maxrss) above its value after the model was built, the same "
@@ -242,6 +279,27 @@ def summary(sweep, torch_rows):
            "`torch.utils.checkpoint` with the same segments; its memory ratio is by RSS.", "",
            table(["model", "dtr ratio", "dtr slowdown", "dtr_eq at that budget", "dtr RSS ratio",
                   "PyTorch RSS ratio", "PyTorch slowdown"], rows), ""]
+
+    # ---- PyTorch's variants
+    rows = []
+    torch_models = list(dict.fromkeys(r["model"] for r in torch_rows if r["library"] == "pytorch"))
+    for m in [m for m in sweep.models if m in torch_models] + [m for m in torch_models if m not in sweep.models]:
+        tp = torch_row(torch_rows, "pytorch", m, "plain")
+        for r in sorted((r for r in torch_rows if r["library"] == "pytorch" and r["model"] == m), key=mode_order):
+            if r.get("error"):
+                rows.append([m, r["mode"], "failed: " + r["error"][:80], "–", "–", "–"])
+                continue
+            rows.append([m, r["mode"], fmt(num(r["median_cpu_ms"]), 0), fmt(rss_mib(r), 0),
+                         fmt(num(r["median_cpu_ms"]) / num(tp["median_cpu_ms"]), 2, "×") if tp else "–",
+                         fmt(rss_mib(r) / rss_mib(tp), 2) if tp else "–"])
+    if any(r[1] not in ("plain", "checkpoint") for r in rows):
+        md += [f"## PyTorch {torch_version(torch_rows)}: checkpointing, selective checkpointing, torch.compile", "",
+               "checkpoint: `torch.utils.checkpoint` at round(√N) segments; sac: selective activation "
+               "checkpointing of the same segments, saving matmul and convolution outputs; compile_b: "
+               "`torch.compile` of forward and loss with `activation_memory_budget` = b. RSS +MiB: peak "
+               "resident set size above its value after the model was built (for compile_b the peak of the "
+               "measured steps, compilation left out). Ratios against PyTorch plain.", "",
+               table(["model", "mode", "CPU ms", "RSS +MiB", "CPU / plain", "RSS / plain"], rows), ""]
 
     # ---- chain against Revolve
     rows = []

@@ -2,43 +2,99 @@
 """PyTorch versions of the dtr model zoo (benchmarks/models/), measured the
 same way as dtr's, each configuration in a fresh process.
 
-Run with Debian's python3-torch (1.13, CPU):
+Run with PyTorch 2 from build/venv-bench (`./dtr.sh bench-env` installs it;
+Debian's python3-torch 1.13 runs plain and checkpoint only):
 
-    /usr/bin/python3 benchmarks/pytorch_zoo.py --out benchmarks/results/pytorch.csv \\
-        [--models chain,gpt,resnet,unet,lstm] [--steps 5] [--warmup 2] [--threads 1] \\
-        [--dtr build-zoo/benchmarks/zoo_step] [--rounds 1]
+    build/venv-bench/bin/python benchmarks/pytorch_zoo.py --out benchmarks/results/pytorch.csv \\
+        [--models chain,gpt,resnet,unet,lstm] [--modes plain,checkpoint] [--steps 5] [--warmup 2] \\
+        [--threads 1] [--dtr build/benchmarks/zoo_step] [--rounds 1]
 
-For every model and mode (plain, and static checkpointing with
-torch.utils.checkpoint at round(sqrt(N)) segments) it starts one PyTorch
-process and, when --dtr names the zoo_step program, one dtr process right
-after it (--rounds times, alternating), and records:
+    build/venv-bench/bin/python benchmarks/pytorch_zoo.py --child MODEL --mode VARIANT \\
+        [--steps 5] [--warmup 2] [--threads 1]
 
-  median_ms            median wall time of one training step (zero_grad,
-                       forward, loss, backward, optimizer step) over --steps
-                       steps after --warmup steps
-  median_cpu_ms        median process CPU time of one step (all threads): the
-                       figure to compare on a machine shared with other work;
-                       with --rounds > 1 the smallest of the rounds' medians
-                       (median_ms and the rest come from that round)
-  rss_peak_delta_mib   peak resident set size of the process (getrusage
-                       ru_maxrss) minus its value right after imports and the
-                       model, optimizer and inputs were built: the memory
-                       training adds, measured identically for both libraries
-  storage_peak_mib     dtr only: dtr::remat::stats().peak_bytes, the peak of
-                       resident tensor-storage bytes (parameters included)
+Models: chain, gpt, resnet, unet, lstm (the default), llama, unet_gn, moe and
+chain_b2048, with the shapes, losses and optimizers of benchmarks/models/zoo.h
+and the same parameter counts. Variants (--mode, --modes):
 
-Shapes, losses and optimizers are those of benchmarks/models/zoo.h; inputs
-are random tensors from a fixed seed (the two libraries draw different
-numbers). Attention is composed from matmul/masked_fill/softmax like dtr's
-scaled_dot_product_attention (PyTorch 1.13 has no fused one), and the U-Net's
-nearest upsampling from reshape/expand like dtr's. --models defaults to the
-five models of the default sweep; llama, unet_gn and moe run when named. The
-mixture of experts dispatches sparsely like dtr's (per expert nonzero over the
-routing, index_select, index_add). PyTorch 1.13's checkpoint
-is the reentrant one, which gives no parameter gradients inside a segment
-whose inputs do not require grad; so in checkpoint mode the first segment's
-data input (and the LSTM's initial state) is made to require grad, as the
-PyTorch documentation advises.
+  plain         eager forward and backward, every saved activation kept
+  checkpoint    static checkpointing of round(sqrt(N)) segments of the N units
+                zoo.h names (layers, blocks, LSTM step groups; the U-Nets'
+                five blocks each one unit): torch.utils.checkpoint's
+                checkpoint_sequential / checkpoint, use_reentrant=False on
+                PyTorch 2
+  sac           selective activation checkpointing over the same segments:
+                checkpoint(..., use_reentrant=False, context_fn=
+                create_selective_checkpoint_contexts(policy)) where the policy
+                saves matmul and convolution outputs (aten mm, addmm, bmm,
+                baddbmm, convolution: MUST_SAVE) and recomputes everything
+                else (PREFER_RECOMPUTE); PyTorch >= 2.4
+  compile_<b>   torch.compile (inductor) of the forward and loss, backward
+                through AOTAutograd, with
+                torch._functorch.config.activation_memory_budget = b in
+                [0, 1] (read by the min-cut partitioner, inductor's default
+                for training graphs: 1 keeps what it would save anyway, 0
+                recomputes all it can); the optimizer step stays eager.
+                Compilation happens in the first warm-up step (forward at
+                the call, backward at the first backward), so --warmup 1 is
+                enough; warmup_wall_ms shows it and recompiled_in_steps says
+                whether dynamo compiled again during the measured steps
+
+For every model and mode the driver starts one PyTorch process and, when
+--dtr names the zoo_step program and the mode is plain or checkpoint, one dtr
+process right after it (--rounds times, alternating), and writes a CSV row
+each (columns below; a configuration that failed gets its error column set
+and empty figures, and the driver goes on). The child prints one JSON line:
+
+  library, version, model, mode, threads, steps, warmup
+  parameters, parameter_bytes   of the model (the same counts as dtr's)
+  cpu_ms, wall_ms      every measured step's process CPU time (all
+                       threads) and wall time, ms; a step is zero_grad,
+                       forward, loss, backward, optimizer step
+  warmup_wall_ms       the warm-up steps' wall times (compilation included)
+  median_ms, min_ms    of wall_ms
+  median_cpu_ms, min_cpu_ms   of cpu_ms: the figure to compare on a machine
+                       shared with other work; with --rounds > 1 the driver
+                       keeps the round with the smallest median_cpu_ms
+  loss                 of the last step
+  rss_base_kib         peak resident set size (getrusage ru_maxrss) right
+                       after imports and the model, optimizer and inputs
+                       were built
+  rss_peak_delta_kib   the peak of the whole run (ru_maxrss, the larger of
+                       its values before the reset below and at the end)
+                       minus rss_base_kib: the memory
+                       training adds, measured identically for both
+                       libraries (zoo_step prints the same); under compile_<b>
+                       it includes compilation's own peak
+  rss_steps_peak_delta_kib   the peak of the measured steps alone (VmHWM
+                       reset through /proc/self/clear_refs before the first
+                       measured step) minus rss_base_kib; null where the
+                       kernel refuses the reset. The measure for compile_<b>,
+                       where it still counts what compilation left resident
+                       (compiled code, graphs: tens of MiB), so compare
+                       compile_<b> with compile_1
+  rss_before_steps_kib the resident set size (VmRSS) right before the first
+                       measured step
+  compiled_graphs, recompiled_in_steps   compile_<b> only
+  error                only when the configuration failed (exit status 1)
+
+PyTorch has no allocator statistics for CPU tensors, so resident set size is
+the memory measure of both libraries (dtr's zoo_step adds peak_bytes, its
+storage-byte peak). CSV columns: library, model, mode, threads, steps,
+warmup, rounds, median_ms, min_ms, median_cpu_ms, min_cpu_ms, loss,
+rss_peak_delta_mib, storage_peak_mib (dtr only), version, parameters,
+rss_steps_peak_delta_mib, warmup_ms (the warm-up steps' wall times, ms, joined
+with ";"), recompiled_in_steps (1 or 0; compile_<b> only), error.
+
+Inputs and targets are random tensors drawn once from a fixed seed before
+the first step, like a data loader's constant batch (the two libraries draw
+different numbers). Attention is composed from matmul/masked_fill/softmax
+like dtr's scaled_dot_product_attention, and the U-Net's nearest upsampling
+from reshape/expand like dtr's. The mixture of experts dispatches sparsely
+like dtr's (per expert nonzero over the routing, index_select, index_add), so
+torch.compile breaks its graph at each nonzero. PyTorch 1.13's checkpoint is
+the reentrant one, which gives no parameter gradients inside a segment whose
+inputs do not require grad; there the first segment's data input (and the
+LSTM's initial state) is made to require grad, as its documentation advises.
 """
 
 import argparse
@@ -52,8 +108,8 @@ import subprocess
 import sys
 import time
 
-MODELS = ["chain", "gpt", "resnet", "unet", "lstm", "llama", "unet_gn", "moe"]
-# Those of the default sweep (zoo.h); llama, unet_gn and moe run by name.
+MODELS = ["chain", "gpt", "resnet", "unet", "lstm", "llama", "unet_gn", "moe", "chain_b2048"]
+# Those of the default sweep (zoo.h); the others run by name.
 DEFAULT_MODELS = MODELS[:5]
 
 
@@ -64,12 +120,92 @@ def checkpoint_segments(units):
 # ---------------------------------------------------------------- models (child only)
 
 
+class Runner:
+    """How a forward pass runs its units: plainly, under static checkpointing
+    (torch.utils.checkpoint) or under selective activation checkpointing."""
+
+    def __init__(self, mode, torch):
+        from torch.utils import checkpoint as ckpt
+
+        self.mode, self.ckpt = mode, ckpt
+        self.checkpoints = mode in ("checkpoint", "sac")
+        # PyTorch 1.13's default checkpoint is the reentrant one: no parameter
+        # gradients inside a segment whose inputs do not require grad.
+        self.reentrant = mode == "checkpoint" and torch_major(torch) < 2
+        self.kwargs = {} if self.reentrant else {"use_reentrant": False}
+        if mode == "sac":
+            self.kwargs["context_fn"] = sac_context_fn(torch)
+
+    def input(self, x):
+        """x, made to require grad where the reentrant checkpoint needs it."""
+        return x.detach().requires_grad_() if self.reentrant and not x.requires_grad else x
+
+    def sequential(self, units, x):
+        """Applies `units` in order; checkpointing splits them into
+        checkpoint_segments(len(units)) segments like checkpoint_sequential
+        (the first segments-1 hold len // segments units, the last the rest
+        and runs without checkpointing)."""
+        if self.mode == "checkpoint":
+            return self.ckpt.checkpoint_sequential(units, checkpoint_segments(len(units)), self.input(x),
+                                                   **self.kwargs)
+        if self.mode == "sac":
+            segments = checkpoint_segments(len(units))
+            size, end = len(units) // segments, 0
+            for start in range(0, size * (segments - 1), size):
+                x = self.unit(lambda t, seg=units[start:start + size]: apply_all(seg, t), x)
+                end = start + size
+            units = units[end:]
+        return apply_all(units, x)
+
+    def unit(self, fn, *args):
+        """fn(*args), as one checkpointed unit when checkpointing."""
+        return self.ckpt.checkpoint(fn, *args, **self.kwargs) if self.checkpoints else fn(*args)
+
+
+def apply_all(units, x):
+    for unit in units:
+        x = unit(x)
+    return x
+
+
+def torch_major(torch):
+    return int(torch.__version__.split(".")[0])
+
+
+def sac_context_fn(torch):
+    """context_fn of selective activation checkpointing: matmul and
+    convolution outputs are saved (MUST_SAVE), everything else recomputed
+    (PREFER_RECOMPUTE). Needs PyTorch 2.4's create_selective_checkpoint_contexts."""
+    import functools
+
+    from torch.utils import checkpoint as ckpt
+
+    if not hasattr(ckpt, "create_selective_checkpoint_contexts"):
+        raise RuntimeError(f"sac needs torch.utils.checkpoint.create_selective_checkpoint_contexts "
+                           f"(PyTorch >= 2.4); this is PyTorch {torch.__version__}")
+    aten = torch.ops.aten
+    # linear, matmul and conv2d reach the policy decomposed into these.
+    saved = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default, aten.convolution.default}
+
+    def policy(ctx, op, *args, **kwargs):
+        return ckpt.CheckpointPolicy.MUST_SAVE if op in saved else ckpt.CheckpointPolicy.PREFER_RECOMPUTE
+
+    return functools.partial(ckpt.create_selective_checkpoint_contexts, policy)
+
+
+class Workload:
+    """A model with its optimizer and fixed inputs: `loss(run)` is the
+    forward and loss of the fixed batch, `run` a Runner."""
+
+    def __init__(self, model, opt, loss):
+        self.model, self.opt, self.loss = model, opt, loss
+
+
 def build(name):
-    """Returns step(mode) -> loss for the model `name`, built from seed 0."""
+    """The Workload of the model `name`, built from seed 0."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
     torch.manual_seed(0)
 
@@ -82,34 +218,25 @@ def build(name):
         def forward(self, x):
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
-    def run_sequential(units, mode, x):
-        if mode == "checkpoint":
-            x = x if x.requires_grad else x.detach().requires_grad_()
-            return checkpoint_sequential(units, checkpoint_segments(len(units)), x)
-        for unit in units:
-            x = unit(x)
-        return x
-
-    def unet_logits(model, up2, up1, x, mode):
-        # The U-Nets' five blocks, each one checkpoint unit in checkpoint mode.
-        wrap = (lambda fn, *a: checkpoint(fn, *a)) if mode == "checkpoint" else (lambda fn, *a: fn(*a))
-        inp = x.detach().requires_grad_() if mode == "checkpoint" else x
-        e1 = wrap(model.enc1, inp)
-        e2 = wrap(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
-        b = wrap(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
-        d2 = wrap(lambda low, skip: model.dec2(torch.cat([up2(low), skip], 1)), b, e2)
-        d1 = wrap(lambda low, skip: model.dec1(torch.cat([up1(low), skip], 1)), d2, e1)
+    def unet_logits(model, up2, up1, x, run):
+        # The U-Nets' five blocks, each one checkpoint unit when checkpointing.
+        e1 = run.unit(model.enc1, run.input(x))
+        e2 = run.unit(lambda t: model.enc2(F.max_pool2d(t, 2)), e1)
+        b = run.unit(lambda t: model.bottom(F.max_pool2d(t, 2)), e2)
+        d2 = run.unit(lambda low, skip: model.dec2(torch.cat([up2(low), skip], 1)), b, e2)
+        d1 = run.unit(lambda low, skip: model.dec1(torch.cat([up1(low), skip], 1)), d2, e1)
         return model.head(d1)
 
-    if name == "chain":
-        # 64 x (Linear 512->512, GELU), batch 256, mse_loss; SGD lr 0.01 momentum 0.9
+    if name in ("chain", "chain_b2048"):
+        # 64 x (Linear 512->512, GELU), batch 256 (chain_b2048: 2048), mse_loss; SGD lr 0.01 momentum 0.9
+        batch = 2048 if name == "chain_b2048" else 256
         model = nn.ModuleList(nn.Linear(512, 512) for _ in range(64))
         units = [lambda x, lin=lin: F.gelu(lin(x)) for lin in model]
-        x, target = torch.randn(256, 512), torch.randn(256, 512)
+        x, target = torch.randn(batch, 512), torch.randn(batch, 512)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-        def loss(mode):
-            return F.mse_loss(run_sequential(units, mode, x), target)
+        def loss(run):
+            return F.mse_loss(run.sequential(units, x), target)
 
     elif name == "gpt":
         B, T, C, H, V, L, P = 8, 256, 256, 8, 256, 6, 0.1
@@ -149,9 +276,9 @@ def build(name):
         idx, targets, pos = torch.randint(0, V, (B, T)), torch.randint(0, V, (B * T,)), torch.arange(T)
         units = list(model.h)
 
-        def loss(mode):
+        def loss(run):
             x = model.drop(model.wte(idx) + model.wpe(pos))
-            h = run_sequential(units, mode, x)
+            h = run.sequential(units, x)
             return F.cross_entropy(model.lm_head(model.ln_f(h)).reshape(B * T, V), targets)
 
     elif name == "resnet":
@@ -189,8 +316,8 @@ def build(name):
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         x, labels = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
 
-        def loss(mode):
-            return F.cross_entropy(model.fc(run_sequential(units, mode, x).mean(dim=(2, 3))), labels)
+        def loss(run):
+            return F.cross_entropy(model.fc(run.sequential(units, x).mean(dim=(2, 3))), labels)
 
     elif name == "unet":
         # 3-level U-Net (16/32/64, BatchNorm), 3x64x64, batch 16, 4 classes per pixel; SGD lr 0.01 momentum 0.9
@@ -218,8 +345,8 @@ def build(name):
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         x, target = torch.randn(16, 3, 64, 64), torch.randint(0, 4, (16, 64, 64))
 
-        def loss(mode):
-            return F.cross_entropy(unet_logits(model, upsample2x, upsample2x, x, mode), target)
+        def loss(run):
+            return F.cross_entropy(unet_logits(model, upsample2x, upsample2x, x, run), target)
 
     elif name == "lstm":
         # LSTM cell equations unrolled over 128 steps, input 256, hidden 256, batch 32; AdamW lr 1e-3
@@ -246,10 +373,8 @@ def build(name):
         groups = checkpoint_segments(T)
         per_group = (T + groups - 1) // groups
 
-        def loss(mode):
-            h, c = torch.zeros(B, H), torch.zeros(B, H)
-            if mode == "checkpoint":
-                h, c = h.requires_grad_(), c.requires_grad_()
+        def loss(run):
+            h, c = run.input(torch.zeros(B, H)), run.input(torch.zeros(B, H))
             total = None
             for t0 in range(0, T, per_group):
                 t1 = min(T, t0 + per_group)
@@ -261,7 +386,7 @@ def build(name):
                         outputs.append(hh)
                     return hh, cc, F.mse_loss(torch.stack(outputs), target[t0:t1], reduction="sum")
 
-                h, c, err = checkpoint(group, h, c) if mode == "checkpoint" else group(h, c)
+                h, c, err = run.unit(group, h, c)
                 total = err if total is None else total + err
             return total / (T * B * H)
 
@@ -305,13 +430,13 @@ def build(name):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
         idx, targets, pos = torch.randint(0, V, (B, T)), torch.randint(0, V, (B * T,)), torch.arange(T).float()
 
-        def loss(mode):
+        def loss(run):
             inv_freq = torch.exp(torch.arange(0, HD, 2).float() * (-math.log(10000.0) / HD))
             angles = pos[:, None] * inv_freq[None, :]
             emb = torch.cat([angles, angles], -1)
             cos, sin = emb.cos(), emb.sin()
             units = [lambda x, blk=blk: blk(x, cos, sin) for blk in model.layers]
-            h = run_sequential(units, mode, model.tok_embeddings(idx))
+            h = run.sequential(units, model.tok_embeddings(idx))
             return F.cross_entropy(model.output(model.norm(h)).reshape(B * T, V), targets)
 
     elif name == "unet_gn":
@@ -337,8 +462,8 @@ def build(name):
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         x, target = torch.randn(8, 3, 32, 32), torch.randint(0, 4, (8, 32, 32))
 
-        def loss(mode):
-            return F.cross_entropy(unet_logits(model, model.up2, model.up1, x, mode), target)
+        def loss(run):
+            return F.cross_entropy(unet_logits(model, model.up2, model.up1, x, run), target)
 
     elif name == "moe":
         # top-2 of 8 experts (64->128->64, SiLU), 4 pre-RMSNorm layers, 2048 tokens, sparse dispatch,
@@ -377,7 +502,7 @@ def build(name):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
         x, target = torch.randn(N, C), torch.randn(N, C)
 
-        def loss(mode):
+        def loss(run):
             def segment(begin, end):
                 def run(h, aux):
                     for layer in model.layers[begin:end]:
@@ -386,59 +511,202 @@ def build(name):
                     return h, aux
                 return run
 
-            per = -(-L // checkpoint_segments(L)) if mode == "checkpoint" else L
-            h, aux = (x.detach().requires_grad_() if mode == "checkpoint" else x), torch.zeros(())
+            per = -(-L // checkpoint_segments(L)) if run.checkpoints else L
+            h, aux = run.input(x), torch.zeros(())
             for begin in range(0, L, per):
-                fn = segment(begin, min(L, begin + per))
-                h, aux = checkpoint(fn, h, aux) if mode == "checkpoint" else fn(h, aux)
+                h, aux = run.unit(segment(begin, min(L, begin + per)), h, aux)
             return F.mse_loss(model.norm(h), target) + aux * AUX
 
     else:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
-    def step(mode):
-        opt.zero_grad(set_to_none=True)
-        value = loss(mode)
+    return Workload(model, opt, loss)
+
+
+def compile_budget(mode):
+    """b of a mode "compile_<b>" (0 <= b <= 1), else None."""
+    if not mode.startswith("compile_"):
+        return None
+    try:
+        b = float(mode[len("compile_"):])
+    except ValueError:
+        b = math.nan
+    if not 0.0 <= b <= 1.0:
+        raise ValueError(f"mode {mode!r}: compile_<b> needs a budget b in [0, 1]")
+    return b
+
+
+def check_mode(mode):
+    """ValueError naming the known modes unless `mode` is one."""
+    if mode.startswith("compile_"):
+        compile_budget(mode)
+    elif mode not in ("plain", "checkpoint", "sac"):
+        raise ValueError(f"unknown mode {mode!r}; known: plain, checkpoint, sac, compile_<b> (0 <= b <= 1)")
+
+
+def make_step(torch, work, mode):
+    """The training step of `work` under `mode`: zero_grad, forward and loss
+    (compiled for compile_<b>), backward, optimizer step; returns the loss."""
+    budget = compile_budget(mode)
+    if budget is None:
+        run = Runner(mode, torch)
+
+        def forward():
+            return work.loss(run)
+    else:
+        if torch_major(torch) < 2:
+            raise RuntimeError(f"{mode} needs torch.compile (PyTorch >= 2); this is PyTorch {torch.__version__}")
+        import torch._functorch.config as functorch_config
+
+        # Read by the min-cut partitioner (AOTAutograd's default under
+        # inductor) when it splits the joint graph into forward and backward.
+        functorch_config.activation_memory_budget = budget
+        plain = Runner("plain", torch)
+        forward = torch.compile(lambda: work.loss(plain))
+
+    def step():
+        work.opt.zero_grad(set_to_none=True)
+        value = forward()
         value.backward()
-        opt.step()
+        work.opt.step()
         return value.item()
 
     return step
 
 
+def compiled_graphs(torch):
+    """Graphs dynamo has compiled in this process so far (None before PyTorch 2)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    return int(counters["stats"]["unique_graphs"])
+
+
+def reset_peak_rss():
+    """Resets VmHWM (the peak resident set size) to the current RSS (Linux
+    4.0+: 5 written to /proc/self/clear_refs); False where refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def status_kib(key):
+    """Field `key` of /proc/self/status (VmHWM, VmRSS) in KiB, or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def child(args):
-    """One configuration in this process; prints one JSON line."""
+    """One configuration in this process; prints one JSON line. Exits 1
+    (the JSON then carries "error") when the model fails to build or train."""
     import torch
 
     torch.set_num_threads(args.threads)
-    step = build(args.child)
-    rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    loss = 0.0
-    for _ in range(args.warmup):
-        loss = step(args.mode)
-    wall, cpu = [], []
-    for _ in range(args.steps):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        loss = step(args.mode)
-        cpu.append((time.process_time() - cpu_start) * 1e3)
-        wall.append((time.perf_counter() - start) * 1e3)
-    print(json.dumps({
-        "library": "pytorch", "version": torch.__version__, "model": args.child, "mode": args.mode,
-        "threads": torch.get_num_threads(), "steps": args.steps, "median_ms": statistics.median(wall),
-        "min_ms": min(wall), "median_cpu_ms": statistics.median(cpu), "min_cpu_ms": min(cpu),
-        "loss": loss, "rss_base_kib": rss_base,
-        "rss_peak_delta_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_base,
-    }))
+    out = {"library": "pytorch", "version": torch.__version__, "model": args.child, "mode": args.mode,
+           "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup}
+    try:
+        check_mode(args.mode)
+        work = build(args.child)
+        step = make_step(torch, work, args.mode)
+        params = list(work.model.parameters())
+        out["parameters"] = sum(p.numel() for p in params)
+        out["parameter_bytes"] = sum(p.numel() * p.element_size() for p in params)
+        rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        warm = []
+        for _ in range(args.warmup):
+            start = time.perf_counter()
+            step()
+            warm.append((time.perf_counter() - start) * 1e3)
+        graphs_warm = compiled_graphs(torch)
+        # The reset lowers ru_maxrss too: keep the peak of the warm-up.
+        warmup_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak_reset = reset_peak_rss()
+        rss_before = status_kib("VmRSS")
+        wall, cpu, loss = [], [], math.nan
+        for _ in range(args.steps):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            loss = step()
+            cpu.append((time.process_time() - cpu_start) * 1e3)
+            wall.append((time.perf_counter() - start) * 1e3)
+        steps_peak = status_kib("VmHWM")
+        run_peak = max(warmup_peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        graphs = compiled_graphs(torch)
+    except Exception as e:  # noqa: BLE001 - reported in the JSON, exit status 1
+        out["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        print(json.dumps(out))
+        print(f"pytorch_zoo: {args.child} {args.mode} failed: {out['error']}", file=sys.stderr)
+        sys.exit(1)
+    out.update({
+        "cpu_ms": [round(v, 3) for v in cpu], "wall_ms": [round(v, 3) for v in wall],
+        "warmup_wall_ms": [round(v, 3) for v in warm],
+        "median_ms": statistics.median(wall), "min_ms": min(wall), "median_cpu_ms": statistics.median(cpu),
+        "min_cpu_ms": min(cpu), "loss": loss, "rss_base_kib": rss_base,
+        "rss_peak_delta_kib": run_peak - rss_base,
+        "rss_steps_peak_delta_kib": steps_peak - rss_base if peak_reset and steps_peak is not None else None,
+        "rss_before_steps_kib": rss_before,
+    })
+    if compile_budget(args.mode) is not None:
+        out["compiled_graphs"] = graphs
+        out["recompiled_in_steps"] = graphs != graphs_warm
+    print(json.dumps(out))
 
 
 # ---------------------------------------------------------------- driver
 
 
+DTR_MODES = ("plain", "checkpoint")  # those zoo_step has
+CSV_FIELDS = ["library", "model", "mode", "threads", "steps", "warmup", "rounds", "median_ms", "min_ms",
+              "median_cpu_ms", "min_cpu_ms", "loss", "rss_peak_delta_mib", "storage_peak_mib", "version",
+              "parameters", "rss_steps_peak_delta_mib", "warmup_ms", "recompiled_in_steps", "error"]
+
+
 def run_json(cmd, env):
+    """The JSON line `cmd` prints. A child that failed with an "error" field
+    in its JSON gives that JSON; any other failure raises RuntimeError."""
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
+    lines = proc.stdout.strip().splitlines()
+    result = None
+    if lines:
+        try:
+            result = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            pass
+    if proc.returncode != 0 and (result is None or "error" not in result):
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    if result is None:
+        raise RuntimeError(f"{' '.join(cmd)} printed no JSON line:\n{proc.stdout}{proc.stderr}")
+    return result
+
+
+def csv_row(r, model, mode, warmup, rounds):
+    def ms(key):
+        return f"{r[key]:.3f}" if key in r else ""
+
+    def mib(key):
+        return f"{r[key] / 1024:.1f}" if r.get(key) is not None else ""
+
+    return {
+        "library": r["library"], "model": model, "mode": mode, "threads": r["threads"], "steps": r["steps"],
+        "warmup": warmup, "rounds": rounds, "median_ms": ms("median_ms"), "min_ms": ms("min_ms"),
+        "median_cpu_ms": ms("median_cpu_ms"), "min_cpu_ms": ms("min_cpu_ms"),
+        "loss": f"{r['loss']:.6f}" if "loss" in r else "", "rss_peak_delta_mib": mib("rss_peak_delta_kib"),
+        "storage_peak_mib": f"{r['peak_bytes'] / 2**20:.1f}" if "peak_bytes" in r else "",
+        "version": r.get("version", ""), "parameters": r.get("parameters", ""),
+        "rss_steps_peak_delta_mib": mib("rss_steps_peak_delta_kib"),
+        "warmup_ms": ";".join(f"{v:.0f}" for v in r.get("warmup_wall_ms", [])),
+        "recompiled_in_steps": {True: "1", False: "0"}.get(r.get("recompiled_in_steps"), ""),
+        "error": r.get("error", ""),
+    }
 
 
 def main():
@@ -446,14 +714,15 @@ def main():
     parser.add_argument("--out", help="CSV to write (required unless --child)")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
                         help=f"comma-separated, of: {', '.join(MODELS)}")
-    parser.add_argument("--modes", default="plain,checkpoint")
+    parser.add_argument("--modes", default="plain,checkpoint",
+                        help="comma-separated, of: plain, checkpoint, sac, compile_<b> (dtr runs plain and checkpoint)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dtr", help="path of dtr's zoo_step program, to measure dtr the same way")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each configuration, alternating libraries")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", default="plain", help=argparse.SUPPRESS)
+    parser.add_argument("--child", metavar="MODEL", help="run MODEL in this process and print one JSON line")
+    parser.add_argument("--mode", default="plain", help="with --child: the variant (as in --modes)")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1 or args.rounds < 1:
         parser.error("--steps >= 1, --warmup >= 0, --threads >= 1 and --rounds >= 1 are required")
@@ -468,8 +737,10 @@ def main():
         if m not in MODELS:
             parser.error(f"unknown model {m!r}; known: {', '.join(MODELS)}")
     for m in modes:
-        if m not in ("plain", "checkpoint"):
-            parser.error(f"unknown mode {m!r}; known: plain, checkpoint")
+        try:
+            check_mode(m)
+        except ValueError as e:
+            parser.error(str(e))
     if args.dtr and not os.access(args.dtr, os.X_OK):
         parser.error(f"--dtr {args.dtr}: not an executable")
 
@@ -478,38 +749,38 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
                MKL_NUM_THREADS=str(args.threads))
     common = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
-    fields = ["library", "model", "mode", "threads", "steps", "warmup", "rounds", "median_ms", "min_ms", "median_cpu_ms",
-              "min_cpu_ms", "loss", "rss_peak_delta_mib", "storage_peak_mib"]
+    failures = 0
     with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for model in models:
             for mode in modes:
                 commands = [[sys.executable, os.path.abspath(__file__), "--child", model, "--mode", mode] + common]
-                if args.dtr:
+                if args.dtr and mode in DTR_MODES:
                     commands.append([args.dtr, "--model", model, "--mode", mode] + common)
                 best = [None] * len(commands)
                 for _ in range(args.rounds):
                     for i, cmd in enumerate(commands):
                         r = run_json(cmd, env)
-                        if best[i] is None or r["median_cpu_ms"] < best[i]["median_cpu_ms"]:
+                        if best[i] is None or "error" in best[i] or (
+                                "error" not in r and r["median_cpu_ms"] < best[i]["median_cpu_ms"]):
                             best[i] = r
                 for r in best:
-                    row = {
-                        "library": r["library"], "model": model, "mode": mode, "threads": r["threads"],
-                        "steps": r["steps"], "warmup": args.warmup, "rounds": args.rounds,
-                        "median_ms": f"{r['median_ms']:.3f}",
-                        "min_ms": f"{r['min_ms']:.3f}", "median_cpu_ms": f"{r['median_cpu_ms']:.3f}",
-                        "min_cpu_ms": f"{r['min_cpu_ms']:.3f}", "loss": f"{r['loss']:.6f}",
-                        "rss_peak_delta_mib": f"{r['rss_peak_delta_kib'] / 1024:.1f}",
-                        "storage_peak_mib": f"{r['peak_bytes'] / 2**20:.1f}" if "peak_bytes" in r else "",
-                    }
+                    row = csv_row(r, model, mode, args.warmup, args.rounds)
                     writer.writerow(row)
                     f.flush()
-                    print(f"{row['library']:8s} {model:7s} {mode:10s} {row['median_ms']:>10s} ms "
+                    if row["error"]:
+                        failures += 1
+                        print(f"{row['library']:8s} {model:7s} {mode:12s} failed: {row['error']}", file=sys.stderr)
+                        continue
+                    print(f"{row['library']:8s} {model:7s} {mode:12s} {row['median_ms']:>10s} ms "
                           f"(cpu {row['median_cpu_ms']:>10s})  "
                           f"RSS +{row['rss_peak_delta_mib']} MiB  storage {row['storage_peak_mib'] or '-'} MiB",
                           file=sys.stderr)
+    if failures:
+        # Recorded, not fatal: the other configurations still compare.
+        print(f"pytorch_zoo: warning: {failures} configuration(s) failed; see the error column of {args.out}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

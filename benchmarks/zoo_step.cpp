@@ -1,18 +1,25 @@
 // Times one model of the zoo (benchmarks/models/) in a fresh process and
-// prints one JSON object: every measured step's wall-clock and process CPU
-// time (ms) after --warmup steps, their medians and minimums, dtr's
-// storage-byte peak over the measured steps, the resident bytes between
-// steps (the never-evictable floor: parameters, gradients, optimizer state,
-// inputs), the process's peak resident set size (getrusage ru_maxrss) above
-// its value right after the model, optimizer and inputs were built, and per
-// measured step the evictions, replayed ops and replayed FLOPs. The
-// heuristic is DTR_HEURISTIC's (default dtr_eq). Under a --budget (bytes)
-// that is infeasible it prints {"outcome": "oom", "error": ...} and exits
-// with 3. pytorch_zoo.py and sweep.py run it beside the PyTorch version of
-// each model so both libraries are measured the same way; DTR_TRACE=path.json
-// gives a Chrome trace of a run. Under `valgrind --tool=callgrind
-// --instr-atstart=no` the instructions counted are those of the measured
-// steps only.
+// prints one JSON object with the fields pytorch_zoo.py's child prints (its
+// docstring describes them): every measured step's wall-clock and process
+// CPU time (cpu_ms, wall_ms) over --steps steps after --warmup steps
+// (warmup_wall_ms), their medians and minima, the parameter count, dtr's
+// storage-byte peak over the measured steps (peak_bytes), the resident bytes
+// between steps (resident_between_steps: the never-evictable floor of
+// parameters, gradients, optimizer state and inputs), the process's peak
+// resident set size over the whole run (getrusage ru_maxrss) above its value
+// right after the model, optimizer and inputs were built
+// (rss_peak_delta_kib), the peak of the measured steps alone above that same
+// value (rss_steps_peak_delta_kib: VmHWM of /proc/self/status after resetting
+// it through /proc/self/clear_refs before the first measured step; null where
+// the kernel refuses the reset), the resident set size right before that step
+// (rss_before_steps_kib) and, per measured step, the evictions, replayed ops
+// and replayed FLOPs. The heuristic is DTR_HEURISTIC's (default dtr_eq).
+// Under a --budget (bytes) that is infeasible it prints {"outcome": "oom",
+// "error": ...} and exits with 3. pytorch_zoo.py and sweep.py run it beside
+// the PyTorch version of each model so both libraries are measured the same
+// way; DTR_TRACE=path.json gives a Chrome trace of a run. Under `valgrind
+// --tool=callgrind --instr-atstart=no` the instructions counted are those of
+// the measured steps only.
 //
 //   ./build/benchmarks/zoo_step --model gpt [--mode plain|checkpoint]
 //       [--steps 5] [--warmup 2] [--threads 1] [--budget BYTES]
@@ -25,8 +32,11 @@
 #define CALLGRIND_STOP_INSTRUMENTATION
 #endif
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,12 +45,41 @@
 #include "core/parallel.h"
 #include "dtr/dtr.h"
 
+#ifndef DTR_VERSION_STRING
+#define DTR_VERSION_STRING "unknown"  // set by CMakeLists.txt
+#endif
+
 namespace {
 
 int64_t max_rss_kib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_maxrss;  // KiB on Linux
+}
+
+// Resets the peak resident set size (VmHWM) to the current one (Linux 4.0+:
+// writing 5 to /proc/self/clear_refs). False where that is refused.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return bool(f);
+}
+
+// Field `field` of /proc/self/status ("VmHWM:", "VmRSS:") in KiB, or -1
+// when unreadable.
+int64_t status_kib(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  while (f >> key) {
+    if (key == field) {
+      int64_t kib = -1;
+      f >> kib;
+      return kib;
+    }
+    f.ignore(1 << 12, '\n');
+  }
+  return -1;
 }
 
 [[noreturn]] void usage(const char* argv0, const std::string& error) {
@@ -73,6 +112,12 @@ std::string json_list(const std::vector<double>& v) {
   return out + "]";
 }
 
+int64_t parameter_count(const dtr::zoo::Workload& w) {
+  int64_t n = 0;
+  for (const dtr::Tensor& p : w.model()->parameters()) n += p.numel();
+  return n;
+}
+
 // The fields every line has: what ran, where, with which budget and heuristic.
 std::string common_fields(const dtr::zoo::ModelSpec& spec, const std::string& mode, const dtr::zoo::Workload& w,
                           std::optional<int64_t> budget) {
@@ -80,7 +125,7 @@ std::string common_fields(const dtr::zoo::ModelSpec& spec, const std::string& mo
       "\"model\": \"{}\", \"mode\": \"{}\", \"threads\": {}, \"heuristic\": \"{}\", \"budget_bytes\": {}, "
       "\"parameters\": {}",
       spec.name, mode, dtr::num_threads(), dtr::heuristic_name(dtr::remat::Runtime::global().heuristic()),
-      budget ? *budget : -1, w.parameter_bytes() / 4);
+      budget ? *budget : -1, parameter_count(w));
 }
 
 }  // namespace
@@ -112,27 +157,44 @@ int main(int argc, char** argv) {
     const int64_t rss_base = max_rss_kib();
     dtr::remat::set_memory_budget(budget);
     try {
-      for (int64_t i = 0; i < warmup; ++i) workload->step(mode);
+      std::vector<double> warmup_ms;
+      for (int64_t i = 0; i < warmup; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        workload->step(mode);
+        warmup_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
       dtr::remat::reset_stats();
       const int64_t between_steps = dtr::remat::stats().resident_bytes;
+      const int64_t warmup_peak = max_rss_kib();  // the reset lowers ru_maxrss too
+      const bool peak_reset = reset_peak_rss();
+      const int64_t rss_before = status_kib("VmRSS:");
       // Under `valgrind --tool=callgrind --instr-atstart=no` only the
       // measured steps are counted (no-ops otherwise).
       CALLGRIND_START_INSTRUMENTATION;
       const dtr::zoo::StepTimes t = dtr::zoo::time_steps(*workload, mode, int(steps));
       CALLGRIND_STOP_INSTRUMENTATION;
+      const int64_t steps_peak = status_kib("VmHWM:");
+      const int64_t run_peak = std::max(warmup_peak, max_rss_kib());
       const dtr::remat::Stats st = dtr::remat::stats();
-      std::printf(
-          "{\"library\": \"dtr\", \"outcome\": \"ok\", %s, \"steps\": %lld, \"warmup\": %lld, "
-          "\"median_ms\": %.3f, \"min_ms\": %.3f, \"median_cpu_ms\": %.3f, \"min_cpu_ms\": %.3f, "
-          "\"wall_ms\": %s, \"cpu_ms\": %s, \"loss\": %.6f, \"peak_bytes\": %lld, "
-          "\"resident_between_steps\": %lld, \"rss_base_kib\": %lld, \"rss_peak_delta_kib\": %lld, "
-          "\"evictions\": %.1f, \"recomputed_ops\": %.1f, \"recomputed_flops\": %.6g}\n",
-          common_fields(spec, mode_name, *workload, budget).c_str(), static_cast<long long>(steps),
-          static_cast<long long>(warmup), t.median_ms, t.min_ms, t.median_cpu_ms, t.min_cpu_ms,
-          json_list(t.wall_ms).c_str(), json_list(t.cpu_ms).c_str(), t.loss, static_cast<long long>(st.peak_bytes),
-          static_cast<long long>(between_steps), static_cast<long long>(rss_base),
-          static_cast<long long>(max_rss_kib() - rss_base), double(st.evictions) / double(steps),
-          double(st.recomputed_ops) / double(steps), st.recomputed_flops / double(steps));
+      const std::string steps_peak_delta =
+          peak_reset && steps_peak >= 0 ? std::to_string(steps_peak - rss_base) : std::string("null");
+      std::printf("%s\n",
+                  fmt::format(
+                      "{{\"library\": \"dtr\", \"version\": \"{}\", \"outcome\": \"ok\", {}, \"steps\": {}, "
+                      "\"warmup\": {}, \"parameter_bytes\": {}, \"cpu_ms\": {}, "
+                      "\"wall_ms\": {}, \"warmup_wall_ms\": {}, \"median_ms\": {:.3f}, \"min_ms\": {:.3f}, "
+                      "\"median_cpu_ms\": {:.3f}, \"min_cpu_ms\": {:.3f}, \"loss\": {:.6f}, \"peak_bytes\": {}, "
+                      "\"resident_between_steps\": {}, \"rss_base_kib\": {}, \"rss_peak_delta_kib\": {}, "
+                      "\"rss_steps_peak_delta_kib\": {}, \"rss_before_steps_kib\": {}, \"evictions\": {:.1f}, "
+                      "\"recomputed_ops\": {:.1f}, \"recomputed_flops\": {:.6g}}}",
+                      DTR_VERSION_STRING, common_fields(spec, mode_name, *workload, budget), steps, warmup,
+                      workload->parameter_bytes(), json_list(t.cpu_ms), json_list(t.wall_ms),
+                      json_list(warmup_ms), t.median_ms, t.min_ms, t.median_cpu_ms, t.min_cpu_ms, t.loss,
+                      st.peak_bytes, between_steps, rss_base, run_peak - rss_base, steps_peak_delta, rss_before,
+                      double(st.evictions) / double(steps), double(st.recomputed_ops) / double(steps),
+                      st.recomputed_flops / double(steps))
+                      .c_str());
       dtr::remat::Runtime::global().flush_trace();
     } catch (const dtr::OutOfMemoryError& e) {
       // The point is infeasible: one JSON line saying so, then exit code 3.

@@ -97,8 +97,9 @@ double median(std::vector<double> v) {
 
 StepTimes time_steps(Workload& workload, Mode mode, int steps) {
   DTR_CHECK(steps >= 1, ValueError, "time_steps: expected at least one step, got {}", steps);
-  std::vector<double> wall, cpu;
   StepTimes t;
+  std::vector<double>& wall = t.wall_ms;
+  std::vector<double>& cpu = t.cpu_ms;
   for (int i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = cpu_ms();
@@ -106,8 +107,6 @@ StepTimes time_steps(Workload& workload, Mode mode, int steps) {
     cpu.push_back(cpu_ms() - cpu_start);
     wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
-  t.wall_ms = wall;
-  t.cpu_ms = cpu;
   t.median_ms = median(wall);
   t.min_ms = *std::min_element(wall.begin(), wall.end());
   t.median_cpu_ms = median(cpu);

@@ -135,11 +135,11 @@ struct StepTimes {
   double median_ms = 0, min_ms = 0;          // wall clock
   double median_cpu_ms = 0, min_cpu_ms = 0;  // CLOCK_PROCESS_CPUTIME_ID
   double loss = 0;                           // of the last step
-  std::vector<double> wall_ms, cpu_ms;       // every step, in order
+  std::vector<double> wall_ms, cpu_ms;       // every step's, in order
 };
 
-/// Runs `steps` (>= 1) training steps of `workload` and returns the median
-/// and minimum of each time. Throws ValueError for steps < 1; whatever
+/// Runs `steps` (>= 1) training steps of `workload` and returns every
+/// step's times (milliseconds) with the median and minimum of each. Throws ValueError for steps < 1; whatever
 /// Workload::step throws passes through.
 StepTimes time_steps(Workload& workload, Mode mode, int steps);
 

@@ -13,6 +13,7 @@ ErrorKind error_kind(const Error& e) {
   if (dynamic_cast<const DistributedError*>(&e)) return ErrorKind::kDistributed;
   if (dynamic_cast<const DeviceError*>(&e)) return ErrorKind::kDevice;
   if (dynamic_cast<const InternalError*>(&e)) return ErrorKind::kInternal;
+  if (dynamic_cast<const AutogradError*>(&e)) return ErrorKind::kAutograd;
   if (dynamic_cast<const NotImplementedError*>(&e)) return ErrorKind::kNotImplemented;
   if (dynamic_cast<const IndexError*>(&e)) return ErrorKind::kIndex;
   if (dynamic_cast<const TypeError*>(&e)) return ErrorKind::kType;
@@ -31,6 +32,7 @@ void throw_error(ErrorKind kind, const std::string& message) {
     case ErrorKind::kDistributed: throw DistributedError(message);
     case ErrorKind::kCollectiveTimeout: throw CollectiveTimeoutError(message);
     case ErrorKind::kInternal: throw InternalError(message);
+    case ErrorKind::kAutograd: throw AutogradError(message);
     case ErrorKind::kError: break;
   }
   throw Error(message);

@@ -21,6 +21,7 @@ enum class ErrorKind : uint8_t {
   kDistributed,
   kCollectiveTimeout,
   kInternal,
+  kAutograd,
 };
 /// The most derived dtr error type of `e`.
 ErrorKind error_kind(const Error& e);

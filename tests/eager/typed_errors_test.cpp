@@ -1,8 +1,8 @@
-// Typed errors that name what was wrong: autograd's refusals (PyTorch raises
-// RuntimeError for both; dtr's convention for a misuse PyTorch refuses at
-// run time is ValueError, as check_inplace's) of a saved tensor modified in
-// place before backward and of a second backward through a graph whose
-// saved tensors were freed; and a shape with too many elements, naming the op.
+// Typed errors that name what was wrong: autograd's refusals (AutogradError;
+// PyTorch raises RuntimeError for both, as dtr's Python binding does) of a
+// saved tensor modified in place before backward and of a second backward
+// through a graph whose saved tensors were freed; and a shape with too many
+// elements, naming the op.
 #include <string>
 
 #include "dtr/dtr.h"
@@ -11,7 +11,7 @@
 namespace dtr {
 namespace {
 
-TEST(TypedErrors, ASavedTensorModifiedInPlaceIsAValueError) {
+TEST(TypedErrors, ASavedTensorModifiedInPlaceIsAnAutogradError) {
   Tensor x = from_vector<float>({1, 2, 3}).requires_grad_();
   Tensor y = x * 2.0;
   Tensor z = y * y;  // saves y
@@ -19,16 +19,16 @@ TEST(TypedErrors, ASavedTensorModifiedInPlaceIsAValueError) {
     NoGradGuard ng;
     y.add_(1.0);
   }
-  const std::string msg = testing::error_message<ValueError>([&] { z.sum().backward(); });
+  const std::string msg = testing::error_message<AutogradError>([&] { z.sum().backward(); });
   EXPECT_NE(msg.find("modified by an inplace operation"), std::string::npos) << msg;
   EXPECT_NE(msg.find("is at version 1; expected version 0"), std::string::npos) << msg;
 }
 
-TEST(TypedErrors, ASecondBackwardThroughAFreedGraphIsAValueError) {
+TEST(TypedErrors, ASecondBackwardThroughAFreedGraphIsAnAutogradError) {
   Tensor x = from_vector<float>({1, 2}).requires_grad_();
   Tensor loss = (x * x).sum();
   loss.backward();
-  const std::string msg = testing::error_message<ValueError>([&] { loss.backward(); });
+  const std::string msg = testing::error_message<AutogradError>([&] { loss.backward(); });
   EXPECT_NE(msg.find("backward through the graph a second time"), std::string::npos) << msg;
   EXPECT_NE(msg.find("retain_graph=true"), std::string::npos) << msg;
 }

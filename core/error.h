@@ -61,6 +61,15 @@ class CollectiveTimeoutError : public DistributedError {
  public:
   using DistributedError::DistributedError;
 };
+/// Autograd was misused: a tensor that backward needs was modified by an
+/// in-place operation after it was saved, or backward ran a second time
+/// through a graph whose saved tensors were freed. PyTorch raises
+/// RuntimeError for both; the Python binding raises RuntimeError and the C
+/// ABI returns DTR_ERR_RUNTIME.
+class AutogradError : public Error {
+ public:
+  using Error::Error;
+};
 /// A broken internal invariant: a bug in dtr, never the user's fault.
 class InternalError : public Error {
  public:

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "core/absl_compat.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -311,6 +312,18 @@ MemoryBudget MemoryBudgetSpec::for_device(Device d, bool d_is_default_device) co
     if (device == d) return budget;
   }
   return d_is_default_device ? default_device : MemoryBudget{};
+}
+
+std::vector<std::string> unusable_budget_entries(const MemoryBudgetSpec& spec) {
+  std::vector<std::string> out;
+  for (const auto& [device, budget] : spec.per_device) {
+    try {
+      check_device(device);
+    } catch (const DeviceError& e) {
+      out.push_back(fmt::format("DTR_MEMORY_BUDGET: the budget for {} is ignored: {}", device.str(), e.what()));
+    }
+  }
+  return out;
 }
 
 namespace {

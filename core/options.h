@@ -62,6 +62,14 @@ struct MemoryBudgetSpec {
   friend bool operator==(const MemoryBudgetSpec&, const MemoryBudgetSpec&) = default;
 };
 
+/// The per-device entries of `spec` that no device present now can use (no
+/// backend for the device's type in this build, or an index past the
+/// devices present), one line each naming the entry's device and why. The
+/// runtime logs each as a warning at start-up: the budget is ignored, never
+/// silently (a CPU-only build keeps accepting a cuda:0 budget, as the same
+/// DTR_MEMORY_BUDGET may serve machines with and without GPUs).
+std::vector<std::string> unusable_budget_entries(const MemoryBudgetSpec& spec);
+
 /// Grammar: one budget as parse_memory_budget() reads it (caps the default
 /// device), or a comma-separated list of entries "device=budget" with
 /// devices as Device(std::string_view) reads them ("cpu", "cuda" = "cuda:0",

@@ -1,10 +1,29 @@
 #include "core/shape.h"
 
+#include <ostream>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/shape_check.h"
+#include "core/shape_io.h"
 
 namespace dtr {
+
+namespace {
+thread_local std::string_view t_shape_op;
+
+/// "shape [..] has too many elements", after the op's name when a
+/// ShapeCheckScope names one.
+[[noreturn]] void throw_too_many(IntList shape) {
+  const std::string what = fmt::format("shape {} has too many elements (2^60 or more)", shape_str(shape));
+  if (t_shape_op.empty()) throw ValueError(what);
+  throw ValueError(fmt::format("{}: {}", t_shape_op, what));
+}
+}  // namespace
+
+ShapeCheckScope::ShapeCheckScope(std::string_view op) noexcept : previous_(t_shape_op) { t_shape_op = op; }
+ShapeCheckScope::~ShapeCheckScope() { t_shape_op = previous_; }
 
 int64_t numel(IntList shape) {
   int64_t n = 1;
@@ -12,8 +31,8 @@ int64_t numel(IntList shape) {
     // A shape whose element count overflows is a user error, never a wrap.
     // Below 2^60 elements, the byte size of every dtype (8 bytes at most)
     // fits in int64 too.
-    DTR_CHECK(!__builtin_mul_overflow(n, s, &n) && n < kMaxNumel, ValueError,
-              "shape {} has too many elements (2^60 or more)", shape_str(shape));
+    if (__builtin_mul_overflow(n, s, &n) || n >= kMaxNumel) [[unlikely]]
+      throw_too_many(shape);
   }
   return n;
 }
@@ -32,7 +51,7 @@ Strides contiguous_strides(IntList shape) {
       acc = next;
     } else {
       // (Only reachable otherwise with negative sizes, which callers reject.)
-      DTR_CHECK(empty, ValueError, "shape {} has too many elements (2^60 or more)", shape_str(shape));
+      if (!empty) throw_too_many(shape);
     }
   }
   return st;
@@ -84,3 +103,7 @@ Strides broadcast_strides(IntList shape, IntList strides, IntList target) {
 }
 
 }  // namespace dtr
+
+namespace absl {
+std::ostream& operator<<(std::ostream& os, const dtr::Shape& shape) { return os << dtr::shape_str(shape); }
+}  // namespace absl

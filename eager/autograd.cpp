@@ -134,7 +134,7 @@ SavedTensor save(const Tensor& t, bool output = false) {
 /// its place in the forward graph, so gradients of the gradient reach it.
 Tensor unpack(const SavedTensor& s, const Node& node) {
   if (!s.tensor.defined()) return Tensor();
-  DTR_CHECK(s.tensor.storage()->version == s.version, Error,
+  DTR_CHECK(s.tensor.storage()->version == s.version, AutogradError,
             "one of the variables needed for gradient computation has been modified by an inplace "
             "operation: {} of shape {} is at version {}; expected version {} instead ({})",
             dtype_name(s.tensor.dtype()), shape_str(s.tensor.shape()),
@@ -912,7 +912,7 @@ void run_graph(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad
               "(its backward is a nested backward pass, as a checkpoint's); use backward() without "
               "create_graph",
               n->name());
-    DTR_CHECK(!n->released, Error,
+    DTR_CHECK(!n->released, AutogradError,
               "trying to backward through the graph a second time ({}); saved tensors were freed "
               "after the first backward: pass retain_graph=true to the first call",
               n->name());

@@ -11,6 +11,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/shape_check.h"
 #include "eager/autocast.h"
 #include "eager/autograd.h"
 #include "eager/dispatch_state.h"
@@ -174,7 +175,10 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
               op.name, in_metas[0].device.str(), i, in_metas[i].device.str());
   }
   std::vector<TensorMeta> out_metas;
-  op.infer(in_metas, attrs, out_metas);
+  {
+    ShapeCheckScope shape_scope(op.name);
+    op.infer(in_metas, attrs, out_metas);
+  }
   DTR_INTERNAL_ASSERT(!out_metas.empty(), "{}: shape inference produced no output", op.name);
   check_output_metas(op, out_metas);
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "eager/autograd.h"
 #include "eager/distributed/distributed.h"
@@ -78,6 +79,95 @@ void Optimizer::add_buffer(ParamState& s, const std::string& name, Tensor t) {
   if (t.defined()) s.buffers.insert(name, std::move(t));
 }
 
+namespace {
+
+/// What a parameter must match on every rank: dtype, ndim, numel, a hash of
+/// every dim, and the first kShownDims dims (for the message).
+constexpr int kShownDims = 6;
+constexpr int64_t kRecordWords = 4 + kShownDims;
+
+uint64_t fnv(uint64_t h, int64_t v) { return (h ^ uint64_t(v)) * 1099511628211ull; }
+
+std::vector<int64_t> parameter_record(const Tensor& p) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t d : p.shape()) h = fnv(h, d);
+  std::vector<int64_t> r = {int64_t(p.dtype()), p.dim(), p.numel(), int64_t(h)};
+  for (int k = 0; k < kShownDims; ++k) r.push_back(k < p.dim() ? p.shape()[size_t(k)] : 0);
+  return r;
+}
+
+std::string describe_record(const int64_t* r) {
+  if (r[0] < 0) return "none";
+  std::vector<int64_t> dims(r + 4, r + 4 + std::min<int64_t>(r[1], kShownDims));
+  return fmt::format("{} [{}{}]", dtype_name(DType(r[0])), fmt::join(dims, ", "), r[1] > kShownDims ? ", ..." : "");
+}
+
+/// Every rank's rows of `words` int64 (an all-gather), row r from rank r.
+std::vector<int64_t> gather_words(const std::vector<int64_t>& words, Device device,
+                                  const std::shared_ptr<distributed::ProcessGroup>& group) {
+  const Tensor mine = from_vector(words, {int64_t(words.size())}, kInt64).to(device);
+  return distributed::functional::all_gather(mine, group).to(kCPU).to_vector<int64_t>();
+}
+
+/// Throws on every rank of `group`, naming the first parameter that differs,
+/// unless every rank holds parameters of the same count, order, shapes and
+/// dtypes (DistributedError), all contiguous (ValueError): what ZeRO's
+/// partition and its all-gathers assume.
+void check_same_parameters(const std::string& name, const std::vector<Tensor>& params,
+                           const std::shared_ptr<distributed::ProcessGroup>& group) {
+  // One all-gather of (count, hash of every record, first non-contiguous
+  // parameter) settles the common case; only when the counts or hashes
+  // differ does a second gather of every record find the first parameter
+  // that differs, the same one on every rank.
+  const int world = group->size();
+  const Device device = params[0].device();
+  uint64_t h = 1469598103934665603ull;
+  int64_t not_contiguous = -1;
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (int64_t w : parameter_record(params[i])) h = fnv(h, w);
+    if (not_contiguous < 0 && !params[i].is_contiguous()) not_contiguous = int64_t(i);
+  }
+  const std::vector<int64_t> heads =
+      gather_words({int64_t(params.size()), int64_t(h), not_contiguous}, device, group);
+  bool same = true;
+  int64_t most = 0;
+  for (int r = 0; r < world; ++r) {
+    same = same && heads[size_t(3 * r)] == heads[0] && heads[size_t(3 * r + 1)] == heads[1];
+    most = std::max(most, heads[size_t(3 * r)]);
+  }
+  if (!same) {
+    std::vector<int64_t> records(size_t(most * kRecordWords), -1);  // -1: no such parameter here
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<int64_t> r = parameter_record(params[i]);
+      std::copy(r.begin(), r.end(), records.begin() + std::ptrdiff_t(i * size_t(kRecordWords)));
+    }
+    const std::vector<int64_t> all = gather_words(records, device, group);
+    auto row = [&](int r, int64_t i) { return all.data() + (int64_t(r) * most + i) * kRecordWords; };
+    int64_t first = 0;
+    for (; first < most; ++first) {
+      bool agree = true;
+      for (int r = 1; r < world; ++r) agree = agree && std::equal(row(r, first), row(r, first) + kRecordWords, row(0, first));
+      if (!agree) break;
+    }
+    std::vector<std::string> sides;
+    for (int r = 0; r < world; ++r)
+      sides.push_back(fmt::format("rank {} ({} parameters): {}", r, heads[size_t(3 * r)],
+                                  first < most ? describe_record(row(r, first)) : "the same"));
+    throw DistributedError(fmt::format(
+        "{}: zero_redundancy needs the same parameters (count, order, shapes, dtypes) on every rank of "
+        "process group {}; parameter {} differs (this is rank {}): {}",
+        name, group->id(), first, group->rank(), fmt::join(sides, "; ")));
+  }
+  for (int r = 0; r < world; ++r) {
+    const int64_t i = heads[size_t(3 * r + 2)];
+    DTR_CHECK(i < 0, ValueError,
+              "{}: zero_redundancy needs contiguous parameters; parameter {} (shape {}) is not, on rank {}", name,
+              i, shape_str(params[size_t(i)].shape()), r);
+  }
+}
+
+}  // namespace
+
 void Optimizer::shard_state(bool zero_redundancy, std::shared_ptr<distributed::ProcessGroup> group) {
   if (!zero_redundancy) return;
   auto sh = std::make_unique<Sharding>();
@@ -86,11 +176,9 @@ void Optimizer::shard_state(bool zero_redundancy, std::shared_ptr<distributed::P
   sh->world = sh->group->size();
   DTR_CHECK(sh->rank >= 0, ValueError, "{}: zero_redundancy over a process group this rank is not a member of",
             name_);
+  check_same_parameters(name_, params_, sh->group);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
-    DTR_CHECK(p.is_contiguous(), ValueError,
-              "{}: zero_redundancy needs contiguous parameters; parameter {} (shape {}) is not", name_, i,
-              shape_str(p.shape()));
     auto flat = std::find_if(sh->flats.begin(), sh->flats.end(),
                              [&](const Sharding::Flat& f) { return f.dtype == p.dtype(); });
     if (flat == sh->flats.end()) {

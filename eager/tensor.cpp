@@ -424,57 +424,122 @@ std::string libtorch_type_name(DType t) {
   }
 }
 
-// The elements as text, right-aligned to one width: integers (and bools as
-// 0/1) plainly, floats with 4 decimals unless every one is integral (then
-// "3." as libtorch's " 3"), so columns line up.
-std::vector<std::string> element_strings(const Tensor& t) {
-  std::vector<std::string> out;
-  if (t.is_floating_point()) {
-    const std::vector<double> v = t.to_vector<double>();
-    bool integral = true;
-    for (double x : v) integral = integral && std::isfinite(x) && x == std::floor(x) && std::abs(x) < 1e15;
-    for (double x : v) out.push_back(integral ? fmt::format("{}", int64_t(x)) : fmt::format("{:.4f}", x));
-  } else {
-    for (int64_t x : t.to_vector<int64_t>()) out.push_back(fmt::format("{}", x));
+// Note [printing]: libtorch's layout (aten/src/ATen/core/Formatting.cpp,
+// __printFormat): every element as a double, in one of three forms chosen
+// from the whole tensor. Integral values (bools, integers, floats without a
+// fraction) print plainly, width digits + 1, or in scientific notation
+// (%.4e, width 11) past 9 digits. Other values print with 4 decimals, width
+// digits + 6 (7 below 1), unless their magnitudes span more than 4 decades
+// (scientific) or the largest has more than 5 integer digits or is below
+// 0.1: then they are divided by a power of ten printed first ("1e-05 *").
+// A matrix row separates its values by one space and wraps at 80 columns
+// ("Columns 1 to 8"); a slice of a tensor of 3 or more dimensions is
+// headed "(i,j,.,.) = " with 1-based indices and its rows indented by one.
+struct PrintFormat {
+  enum class Kind { kPlain, kScientific, kFixed } kind = Kind::kPlain;
+  double scale = 1;
+  int width = 0;
+};
+
+PrintFormat print_format(const std::vector<double>& v) {
+  if (v.empty()) return {PrintFormat::Kind::kPlain, 1, 0};
+  bool integral = true;
+  for (double z : v) integral = integral && (!std::isfinite(z) || z == std::ceil(z));
+  double exp_min = 1, exp_max = 1;
+  bool any_finite = false;
+  double lo = 0, hi = 0;
+  for (double z : v) {
+    if (!std::isfinite(z)) continue;
+    const double a = std::fabs(z);
+    lo = any_finite ? std::min(lo, a) : a;
+    hi = any_finite ? std::max(hi, a) : a;
+    any_finite = true;
   }
-  size_t width = 0;
-  for (const auto& e : out) width = std::max(width, e.size());
-  for (auto& e : out) e = std::string(width + 1 - e.size(), ' ') + e;
-  return out;
+  if (any_finite) {
+    exp_min = lo != 0 ? std::floor(std::log10(lo)) + 1 : 1;
+    exp_max = hi != 0 ? std::floor(std::log10(hi)) + 1 : 1;
+  }
+  using K = PrintFormat::Kind;
+  if (integral) return exp_max > 9 ? PrintFormat{K::kScientific, 1, 11} : PrintFormat{K::kPlain, 1, int(exp_max) + 1};
+  if (exp_max - exp_min > 4) {
+    const bool wide = std::fabs(exp_max) > 99 || std::fabs(exp_min) > 99;
+    return {K::kScientific, 1, wide ? 12 : 11};
+  }
+  if (exp_max > 5 || exp_max < 0) return {K::kFixed, std::pow(10, exp_max - 1), 7};
+  return {K::kFixed, 1, exp_max == 0 ? 7 : int(exp_max) + 6};
+}
+
+std::string format_value(double v, const PrintFormat& f) {
+  const double x = v / f.scale;
+  switch (f.kind) {
+    case PrintFormat::Kind::kPlain: return fmt::format("{:>{}g}", x, f.width);
+    case PrintFormat::Kind::kScientific: return fmt::format("{:>{}.4e}", x, f.width);
+    case PrintFormat::Kind::kFixed: return fmt::format("{:>{}.4f}", x, f.width);
+  }
+  return {};
+}
+
+constexpr int64_t kLineSize = 80;
+
+/// One matrix of `rows` x `cols` values starting at `v[offset]`, as
+/// libtorch's __printMatrix.
+void print_matrix(std::ostream& os, const std::vector<double>& v, size_t offset, int64_t rows, int64_t cols,
+                  int64_t indent) {
+  std::vector<double> block(v.begin() + std::ptrdiff_t(offset), v.begin() + std::ptrdiff_t(offset + size_t(rows * cols)));
+  const PrintFormat f = print_format(block);
+  const std::string pad(size_t(indent), ' ');
+  os << pad;
+  const int64_t per_line = std::max<int64_t>(1, (kLineSize - indent) / (f.width + 1));
+  for (int64_t first = 0; first < cols;) {
+    const int64_t last = std::min(first + per_line, cols) - 1;
+    if (per_line < cols) {
+      if (first != 0) os << "\n";
+      os << "Columns " << first + 1 << " to " << last + 1 << pad;
+    }
+    if (f.scale != 1) os << fmt::format("{:g} *\n", f.scale) << pad;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = first; c <= last; ++c) {
+        os << format_value(block[size_t(r * cols + c)], f);
+        if (c != last) {
+          os << ' ';
+          continue;
+        }
+        os << "\n";
+        if (r != rows - 1) os << pad << (f.scale != 1 ? " " : "");
+      }
+    }
+    first = last + 1;
+  }
 }
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "[ Tensor (undefined) ]";
-  const std::vector<std::string> e = element_strings(t);
+  const std::vector<double> v = t.to_vector<double>();
   const Shape& s = t.shape();
   const int64_t d = t.dim();
   if (d == 0) {
-    os << e[0].substr(1) << "\n";
-  } else if (t.numel() > 0) {
-    const int64_t cols = s[size_t(d - 1)];
-    const int64_t rows = d >= 2 ? s[size_t(d - 2)] : t.numel();
-    const int64_t per_matrix = d >= 2 ? rows * cols : cols;
-    for (int64_t m = 0; m * per_matrix < t.numel(); ++m) {
-      if (d > 2) {
-        // "(i,j,.,.) = " names the leading indices of this 2-D slice.
-        std::vector<int64_t> idx(size_t(d - 2));
-        int64_t rest = m;
-        for (int64_t k = d - 3; k >= 0; --k) {
-          idx[size_t(k)] = rest % s[size_t(k)];
-          rest /= s[size_t(k)];
-        }
-        if (m > 0) os << "\n";
-        os << "(" << fmt::format("{}", fmt::join(idx, ",")) << ",.,.) = \n";
+    os << fmt::format("{}", v[0]) << "\n";
+  } else if (d == 1 && !v.empty()) {
+    const PrintFormat f = print_format(v);
+    if (f.scale != 1) os << fmt::format("{:g} *\n", f.scale);
+    for (double x : v) os << format_value(x, f) << "\n";
+  } else if (d == 2 && !v.empty()) {
+    print_matrix(os, v, 0, s[0], s[1], 0);
+  } else if (!v.empty()) {
+    const int64_t rows = s[size_t(d - 2)], cols = s[size_t(d - 1)];
+    const int64_t per_matrix = rows * cols;
+    for (int64_t m = 0; m * per_matrix < int64_t(v.size()); ++m) {
+      // "(i,j,.,.) = " names the leading indices (1-based) of this slice.
+      std::vector<int64_t> idx(size_t(d - 2));
+      int64_t rest = m;
+      for (int64_t k = d - 3; k >= 0; --k) {
+        idx[size_t(k)] = rest % s[size_t(k)] + 1;
+        rest /= s[size_t(k)];
       }
-      if (d == 1) {
-        for (int64_t i = 0; i < cols; ++i) os << e[size_t(i)] << "\n";
-      } else {
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t c = 0; c < cols; ++c) os << e[size_t(m * per_matrix + r * cols + c)];
-          os << "\n";
-        }
-      }
+      if (m > 0) os << "\n";
+      os << "(" << fmt::format("{}", fmt::join(idx, ",")) << ",.,.) = \n";
+      print_matrix(os, v, size_t(m * per_matrix), rows, cols, 1);
     }
   }
   std::string device(device_type_name(t.device().type));

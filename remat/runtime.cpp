@@ -1122,6 +1122,7 @@ Runtime& Runtime::global() {
     // Each device's budget, when first seen; DTR_PLAN records the run with
     // none and only plans DTR_MEMORY_BUDGET (Note [planner]).
     r->impl_->budgets_from_options = o.plan_path.empty();
+    for (const std::string& line : unusable_budget_entries(o.memory_budget)) logger().warn("{}", line);
     r->set_heuristic(o.heuristic);
     r->set_sample_mode(o.sample);
     r->set_min_evict_bytes(o.min_evict_bytes);

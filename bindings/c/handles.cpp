@@ -155,8 +155,9 @@ dtr_status fail_current_exception() noexcept {
   } catch (const InternalError& e) {
     return fail(DTR_ERR_INTERNAL, e.what());
   } catch (const Error& e) {
-    // A dtr::Error of no narrower type: autograd misuse such as a second
-    // backward through a freed graph (PyTorch's RuntimeError).
+    // AutogradError (a second backward through a freed graph, a saved
+    // tensor modified in place: PyTorch's RuntimeError) and any dtr::Error
+    // of no narrower type.
     return fail(DTR_ERR_RUNTIME, e.what());
   } catch (const std::bad_alloc&) {
     return fail(DTR_ERR_OUT_OF_MEMORY, "host memory allocation failed");

@@ -224,6 +224,22 @@ void check_tensor(std::string_view op, const Tensor& t, const ProcessGroup& g, c
   DTR_CHECK(g.rank() >= 0, DistributedError, "{}: this process is not a member of process group {}", op, g.id());
 }
 
+/// Runs `body`, the checks and launch of collective `kind` on `g`. When
+/// `body` throws before launching anything on `g` (a bad argument only this
+/// rank sees), this rank still joins the collective as a refusal, so every
+/// rank throws the same error promptly instead of the others waiting out the
+/// timeout (Note [collectives]). Errors after a launch go on unchanged.
+template <typename F>
+auto refusing_together(CollectiveKind kind, ProcessGroup& g, F&& body) -> decltype(body()) {
+  const int64_t calls = g.collective_calls();
+  try {
+    return body();
+  } catch (const Error& e) {
+    if (g.collective_calls() == calls) g.refuse(kind, e);
+    throw;
+  }
+}
+
 /// A Work that keeps the tensors it writes pinned (never evicted or swapped
 /// while the transfer runs) and alive until it is done.
 class PinnedWork final : public Work {
@@ -241,13 +257,26 @@ class PinnedWork final : public Work {
       logger().error("a collective destroyed unwaited failed: {}", e.what());
     }
   }
+  // A failed collective moved no data (or is over): its pins go with the
+  // error, so the destructor does not wait for it again.
   bool is_completed() override {
-    const bool done = inner_->is_completed();
+    bool done = false;
+    try {
+      done = inner_->is_completed();
+    } catch (...) {
+      release();
+      throw;
+    }
     if (done) release();
     return done;
   }
   void wait() override {
-    inner_->wait();
+    try {
+      inner_->wait();
+    } catch (...) {
+      release();
+      throw;
+    }
     release();
   }
 
@@ -291,12 +320,14 @@ Attrs group_attrs(const ProcessGroup& g, std::string_view key = {}, int64_t valu
 }
 
 /// An out-of-place (differentiable) collective row on `input`.
-Tensor run_functional(const OpDef& o, std::string_view name, const Tensor& input,
+Tensor run_functional(const OpDef& o, CollectiveKind kind, std::string_view name, const Tensor& input,
                       const std::shared_ptr<ProcessGroup>& group, std::string_view key = {},
                       int64_t value = 0) {
   auto g = resolve(group);
-  check_tensor(name, input, *g, "input");
-  return dispatch1(o, {input.contiguous()}, group_attrs(*g, key, value));
+  return refusing_together(kind, *g, [&] {
+    check_tensor(name, input, *g, "input");
+    return dispatch1(o, {input.contiguous()}, group_attrs(*g, key, value));
+  });
 }
 
 }  // namespace
@@ -305,38 +336,46 @@ std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op, const std::shared_
                                  bool async_op) {
   static const OpDef& o = row("all_reduce_");
   auto g = resolve(group);
-  check_tensor("all_reduce", tensor, *g);
-  return run_inplace(o, {tensor}, group_attrs(*g, "op", int64_t(op)), async_op);
+  return refusing_together(CollectiveKind::kAllReduce, *g, [&] {
+    check_tensor("all_reduce", tensor, *g);
+    return run_inplace(o, {tensor}, group_attrs(*g, "op", int64_t(op)), async_op);
+  });
 }
 
 std::shared_ptr<Work> broadcast(Tensor& tensor, int src, const std::shared_ptr<ProcessGroup>& group,
                                 bool async_op) {
   static const OpDef& o = row("broadcast_");
   auto g = resolve(group);
-  check_tensor("broadcast", tensor, *g);
-  return run_inplace(o, {tensor}, group_attrs(*g, "src", src), async_op);
+  return refusing_together(CollectiveKind::kBroadcast, *g, [&] {
+    check_tensor("broadcast", tensor, *g);
+    return run_inplace(o, {tensor}, group_attrs(*g, "src", src), async_op);
+  });
 }
 
 std::shared_ptr<Work> all_gather_into_tensor(Tensor& output, const Tensor& input,
                                              const std::shared_ptr<ProcessGroup>& group, bool async_op) {
   static const OpDef& o = row("all_gather_into_tensor_");
   auto g = resolve(group);
-  check_tensor("all_gather_into_tensor", output, *g, "output");
-  check_tensor("all_gather_into_tensor", input, *g, "input");
-  return run_inplace(o, {output, input.contiguous()}, group_attrs(*g), async_op);
+  return refusing_together(CollectiveKind::kAllGather, *g, [&] {
+    check_tensor("all_gather_into_tensor", output, *g, "output");
+    check_tensor("all_gather_into_tensor", input, *g, "input");
+    return run_inplace(o, {output, input.contiguous()}, group_attrs(*g), async_op);
+  });
 }
 
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input, const std::shared_ptr<ProcessGroup>& group) {
   auto g = resolve(group);
-  check_tensor("all_gather", input, *g, "input");
-  DTR_CHECK(int(outputs.size()) == g->size(), ValueError,
-            "all_gather: outputs has {} tensors for a group of {} ranks", outputs.size(), g->size());
-  for (const Tensor& t : outputs) {
-    DTR_CHECK(t.defined() && t.shape() == input.shape() && t.dtype() == input.dtype(), ValueError,
-              "all_gather: every output must have the input's shape {} and dtype {}", shape_str(input.shape()),
-              dtype_name(input.dtype()));
-  }
-  Tensor gathered = functional::all_gather(input.detach().reshape({-1}), g);
+  Tensor gathered = refusing_together(CollectiveKind::kAllGather, *g, [&] {
+    check_tensor("all_gather", input, *g, "input");
+    DTR_CHECK(int(outputs.size()) == g->size(), ValueError,
+              "all_gather: outputs has {} tensors for a group of {} ranks", outputs.size(), g->size());
+    for (const Tensor& t : outputs) {
+      DTR_CHECK(t.defined() && t.shape() == input.shape() && t.dtype() == input.dtype(), ValueError,
+                "all_gather: every output must have the input's shape {} and dtype {}", shape_str(input.shape()),
+                dtype_name(input.dtype()));
+    }
+    return functional::all_gather(input.detach().reshape({-1}), g);
+  });
   NoGradGuard no_grad;
   const int64_t n = input.numel();
   for (int r = 0; r < g->size(); ++r) outputs[size_t(r)].copy_(gathered.narrow(0, r * n, n).view(input.shape()));
@@ -346,9 +385,11 @@ std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input,
                                             const std::shared_ptr<ProcessGroup>& group, bool async_op) {
   static const OpDef& o = row("reduce_scatter_tensor_");
   auto g = resolve(group);
-  check_tensor("reduce_scatter_tensor", output, *g, "output");
-  check_tensor("reduce_scatter_tensor", input, *g, "input");
-  return run_inplace(o, {output, input.contiguous()}, group_attrs(*g, "op", int64_t(op)), async_op);
+  return refusing_together(CollectiveKind::kReduceScatter, *g, [&] {
+    check_tensor("reduce_scatter_tensor", output, *g, "output");
+    check_tensor("reduce_scatter_tensor", input, *g, "input");
+    return run_inplace(o, {output, input.contiguous()}, group_attrs(*g, "op", int64_t(op)), async_op);
+  });
 }
 
 void barrier(const std::shared_ptr<ProcessGroup>& group) {
@@ -362,22 +403,22 @@ namespace functional {
 
 Tensor all_reduce(const Tensor& input, ReduceOp op, const std::shared_ptr<ProcessGroup>& group) {
   static const OpDef& o = row("all_reduce");
-  return run_functional(o, "all_reduce", input, group, "op", int64_t(op));
+  return run_functional(o, CollectiveKind::kAllReduce, "all_reduce", input, group, "op", int64_t(op));
 }
 
 Tensor broadcast(const Tensor& input, int src, const std::shared_ptr<ProcessGroup>& group) {
   static const OpDef& o = row("broadcast");
-  return run_functional(o, "broadcast", input, group, "src", src);
+  return run_functional(o, CollectiveKind::kBroadcast, "broadcast", input, group, "src", src);
 }
 
 Tensor all_gather(const Tensor& input, const std::shared_ptr<ProcessGroup>& group) {
   static const OpDef& o = row("all_gather");
-  return run_functional(o, "all_gather", input, group);
+  return run_functional(o, CollectiveKind::kAllGather, "all_gather", input, group);
 }
 
 Tensor reduce_scatter(const Tensor& input, ReduceOp op, const std::shared_ptr<ProcessGroup>& group) {
   static const OpDef& o = row("reduce_scatter");
-  return run_functional(o, "reduce_scatter", input, group, "op", int64_t(op));
+  return run_functional(o, CollectiveKind::kReduceScatter, "reduce_scatter", input, group, "op", int64_t(op));
 }
 
 }  // namespace functional

@@ -80,6 +80,18 @@ std::shared_ptr<Work> ProcessGroup::launch(const CollectiveCall& call) {
   return start(call, seq);
 }
 
+void ProcessGroup::refuse(CollectiveKind kind, const Error& why) {
+  if (!broken_.empty() || rank_ < 0) return;
+  const int64_t seq = calls_++;
+  std::shared_ptr<Work> w = start_refusal(kind, seq, why);
+  if (w == nullptr) {
+    --calls_;
+    return;
+  }
+  w->wait();  // throws on every rank
+  throw InternalError(fmt::format("{}: a refused collective completed on process group {}", collective_name(kind), id_));
+}
+
 // ---- the world and sub-groups -------------------------------------------------
 
 namespace detail {

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "core/op_registry.h"
 #include "eager/tensor.h"
 
@@ -117,11 +118,25 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// DistributedError for a non-member rank, a broken group, or a tensor on
   /// a device this backend does not serve.
   std::shared_ptr<Work> launch(const CollectiveCall& call);
+  /// Joins collective `kind` as a rank whose own checks refused it with
+  /// `why` (an argument only this rank validates): the refusal takes the
+  /// sequence number the call would have had and travels in the fingerprint
+  /// exchange, so every rank of the group throws the same error type as
+  /// `why`, naming the op, this rank and `why`, at once rather than after the
+  /// timeout; no data moves and the group stays usable (Note [collectives]).
+  /// Throws that error. Returns (the caller rethrows `why`) on a broken
+  /// group, a non-member rank, or a backend without refusals (nccl).
+  void refuse(CollectiveKind kind, const Error& why);
 
  protected:
   ProcessGroup(int rank, std::vector<int> world_ranks, double timeout_seconds);
   /// The backend's launch; `seq` is the collective's sequence number.
   virtual std::shared_ptr<Work> start(const CollectiveCall& call, int64_t seq) = 0;
+  /// The backend's refusal (see refuse()): a Work whose wait() throws the
+  /// error every rank throws; null when the backend has no refusals.
+  virtual std::shared_ptr<Work> start_refusal(CollectiveKind /*kind*/, int64_t /*seq*/, const Error& /*why*/) {
+    return nullptr;
+  }
   /// Marks the group unusable with `why` (after a timeout or library error).
   void mark_broken(std::string why) { broken_ = std::move(why); }
 

@@ -21,10 +21,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <type_traits>
 
@@ -33,6 +35,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/error_kind.h"
 #include "core/half.h"
 #include "core/logging.h"
 #include "eager/distributed/backends.h"
@@ -140,19 +143,40 @@ void divide(std::byte* data, int64_t n, DType t, int world) {
 
 // ---- fingerprints -------------------------------------------------------------
 
-constexpr int kMaxDims = 8;
+/// What every rank of a collective must agree on. The shape is compared in
+/// full through `shape_hash` (every dim, FNV-1a); `dims` keeps the first
+/// kShownDims for messages. A rank whose own checks refused the call sends
+/// `error_kind` (an ErrorKind) and `why` instead of a tensor description;
+/// the others receive into a buffer of the full size, and the bytes of `why`
+/// travel only with a refusal.
+constexpr int kShownDims = 8;
+constexpr size_t kWhyBytes = 512;
 struct Fingerprint {
   int64_t seq = 0;
   int64_t numel = 0;
-  int64_t dims[kMaxDims] = {};
+  uint64_t shape_hash = 0;
+  int64_t dims[kShownDims] = {};
   int32_t kind = 0;
   int32_t dtype = 0;
   int32_t reduce_op = 0;
   int32_t root = 0;
   int32_t ndim = 0;
-  int32_t pad = 0;
+  int32_t error_kind = 0;  // 0: not refused
+  char why[kWhyBytes] = {};
   bool operator==(const Fingerprint& o) const { return std::memcmp(this, &o, sizeof o) == 0; }
+  bool refused() const { return error_kind != 0; }
+  /// Bytes that go on the wire: the description, and `why` when refused.
+  int wire_bytes() const {
+    return int(offsetof(Fingerprint, why) + (refused() ? std::strlen(why) + 1 : 0));
+  }
 };
+static_assert(std::is_standard_layout_v<Fingerprint> && offsetof(Fingerprint, why) % 8 == 0);
+
+uint64_t shape_hash(std::span<const int64_t> dims) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t d : dims) h = (h ^ uint64_t(d)) * 1099511628211ull;
+  return h;
+}
 
 Fingerprint fingerprint(const CollectiveCall& c, int64_t seq) {
   Fingerprint f;
@@ -163,19 +187,38 @@ Fingerprint fingerprint(const CollectiveCall& c, int64_t seq) {
   f.numel = t.numel();
   f.dtype = int32_t(t.dtype);
   f.ndim = int32_t(t.dim());
-  for (int i = 0; i < std::min<int>(f.ndim, kMaxDims); ++i) f.dims[i] = t.shape[size_t(i)];
+  for (int i = 0; i < std::min<int>(f.ndim, kShownDims); ++i) f.dims[i] = t.shape[size_t(i)];
+  f.shape_hash = shape_hash(t.shape);
   if (c.kind == CollectiveKind::kAllReduce || c.kind == CollectiveKind::kReduceScatter)
     f.reduce_op = int32_t(c.reduce_op);
   if (c.kind == CollectiveKind::kBroadcast) f.root = c.root;
   return f;
 }
 
+/// The fingerprint of a rank that refused collective `kind` #seq with `why`.
+Fingerprint refusal_fingerprint(CollectiveKind kind, int64_t seq, ErrorKind error, std::string_view why) {
+  Fingerprint f;
+  f.seq = seq;
+  f.kind = int32_t(kind);
+  f.error_kind = int32_t(error);
+  const size_t n = std::min(why.size(), kWhyBytes - 1);
+  std::memcpy(f.why, why.data(), n);
+  if (n < why.size()) std::memcpy(f.why + n - 3, "...", 3);
+  return f;
+}
+
 std::string describe(const Fingerprint& f) {
   const auto kind = CollectiveKind(f.kind);
   std::string s = fmt::format("{} #{}", collective_name(kind), f.seq);
+  if (f.refused()) return s + " (refused)";
   if (kind == CollectiveKind::kBarrier) return s;
-  std::vector<int64_t> dims(f.dims, f.dims + std::min(f.ndim, kMaxDims));
-  s += fmt::format(" of {} [{}]", dtype_name(DType(f.dtype)), fmt::join(dims, ", "));
+  std::vector<int64_t> dims(f.dims, f.dims + std::clamp(f.ndim, 0, kShownDims));
+  if (f.ndim > kShownDims) {
+    s += fmt::format(" of {} [{}, ...] ({} dims, numel {}, shape hash {:016x})", dtype_name(DType(f.dtype)),
+                     fmt::join(dims, ", "), f.ndim, f.numel, f.shape_hash);
+  } else {
+    s += fmt::format(" of {} [{}]", dtype_name(DType(f.dtype)), fmt::join(dims, ", "));
+  }
   if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter)
     s += fmt::format(" ({})", reduce_op_name(ReduceOp(f.reduce_op)));
   if (kind == CollectiveKind::kBroadcast) s += fmt::format(" (src {})", f.root);
@@ -193,6 +236,7 @@ class MpiWork final : public Work {
 
  private:
   friend class MpiGroup;
+  [[noreturn]] void throw_failure() const { throw_error(error_kind_, error_); }
   enum class Stage { kFingerprint, kQueued, kData, kBroadcast, kDone, kFailed };
   std::shared_ptr<MpiGroup> group_;
   CollectiveCall call_;
@@ -204,7 +248,7 @@ class MpiWork final : public Work {
   std::vector<MPI_Request> fp_recvs_;
   MPI_Request data_ = MPI_REQUEST_NULL;
   std::string error_;
-  bool timed_out_ = false;
+  ErrorKind error_kind_ = ErrorKind::kDistributed;
 };
 
 class MpiGroup final : public ProcessGroup {
@@ -243,23 +287,39 @@ class MpiGroup final : public ProcessGroup {
 
  protected:
   std::shared_ptr<Work> start(const CollectiveCall& call, int64_t seq) override {
-    auto self = std::static_pointer_cast<MpiGroup>(ProcessGroup::shared_from_this());
-    auto w = std::make_shared<MpiWork>(self, call, seq);
+    return enqueue(std::make_shared<MpiWork>(self(), call, seq));
+  }
+  std::shared_ptr<Work> start_refusal(CollectiveKind kind, int64_t seq, const Error& why) override {
+    CollectiveCall call;  // no tensors: a refusal fails before any data stage
+    call.kind = kind;
+    auto w = std::make_shared<MpiWork>(self(), call, seq);
+    w->mine_ = refusal_fingerprint(kind, seq, error_kind(why), why.what());
+    return enqueue(std::move(w));
+  }
+
+ private:
+  friend class MpiWork;
+  std::shared_ptr<MpiGroup> self() {
+    return std::static_pointer_cast<MpiGroup>(ProcessGroup::shared_from_this());
+  }
+  std::shared_ptr<Work> enqueue(std::shared_ptr<MpiWork> w) {
     std::lock_guard lock(mpi_mutex());
     post_fingerprints(*w);
     queue_.push_back(w.get());
     progress();
     return w;
   }
-
- private:
-  friend class MpiWork;
   static int comm_rank(MPI_Comm c) {
     int r = 0;
     MPI_Comm_rank(c, &r);
     return r;
   }
   void post_fingerprints(MpiWork& w);
+  /// "1", or "1 (world rank 3)" in a sub-group whose ranks are renumbered.
+  std::string rank_label(int r) const {
+    const int world_rank = world_ranks()[size_t(r)];
+    return world_rank == r ? fmt::format("{}", r) : fmt::format("{} (world rank {})", r, world_rank);
+  }
   bool advance_fingerprints(MpiWork& w);
   void post_data(MpiWork& w);
   bool advance_data(MpiWork& w);
@@ -289,6 +349,10 @@ MpiWork::~MpiWork() {
       logger().error("a collective destroyed unwaited failed: {}", e.what());
     }
   }
+  // A collective that failed on its fingerprints may still be queued behind
+  // an earlier one (it never posts data): it leaves the queue with its Work.
+  std::lock_guard lock(mpi_mutex());
+  std::erase(group_->queue_, this);
 }
 
 constexpr int kTag = 0x5d;  // non-overtaking order matches the k-th sends
@@ -304,7 +368,7 @@ void MpiGroup::post_fingerprints(MpiWork& w) {
     DTR_MPI_CALL(MPI_Irecv(&w.theirs_[size_t(r)], int(sizeof(Fingerprint)), MPI_BYTE, r, kTag,
                            fingerprints_, &rq));
     w.fp_recvs_.push_back(rq);
-    DTR_MPI_CALL(MPI_Isend(send.fp.get(), int(sizeof(Fingerprint)), MPI_BYTE, r, kTag, fingerprints_, &rq));
+    DTR_MPI_CALL(MPI_Isend(send.fp.get(), w.mine_.wire_bytes(), MPI_BYTE, r, kTag, fingerprints_, &rq));
     send.requests.push_back(rq);
   }
   if (!send.requests.empty()) sends_.push_back(std::move(send));
@@ -315,6 +379,23 @@ bool MpiGroup::advance_fingerprints(MpiWork& w) {
   if (!w.fp_recvs_.empty()) {
     DTR_MPI_CALL(MPI_Testall(int(w.fp_recvs_.size()), w.fp_recvs_.data(), &done, MPI_STATUSES_IGNORE));
     if (!done) return false;
+  }
+  std::vector<int> refused;
+  for (int r = 0; r < size(); ++r)
+    if (w.theirs_[size_t(r)].refused()) refused.push_back(r);
+  if (!refused.empty()) {
+    // Every rank reports the same: the first refusing rank's error type and
+    // every refusing rank's reason.
+    const Fingerprint& first = w.theirs_[size_t(refused.front())];
+    std::vector<std::string> whys;
+    for (int r : refused) whys.push_back(fmt::format("rank {}: {}", rank_label(r), w.theirs_[size_t(r)].why));
+    w.error_ = fmt::format(
+        "{} #{} on process group {}: rank{} [{}] refused the call before any data moved (this is rank {}): {}",
+        collective_name(CollectiveKind(first.kind)), first.seq, id(), refused.size() == 1 ? "" : "s",
+        fmt::join(refused, ", "), rank(), fmt::join(whys, "; "));
+    w.error_kind_ = ErrorKind(first.error_kind);
+    w.stage_ = MpiWork::Stage::kFailed;
+    return true;
   }
   std::vector<std::string> differ;
   for (int r = 0; r < size(); ++r)
@@ -425,6 +506,7 @@ void MpiGroup::fail_timed_out(MpiWork& w) {
         "never joined collective #{} ({}) that world rank {} started",
         collective_name(w.call_.kind), secs, id(), missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
         w.seq_, describe(w.mine_), world_ranks()[size_t(rank())]);
+    if (w.mine_.refused()) w.error_ += fmt::format(" (this rank refused it: {})", w.mine_.why);
   } else {
     w.error_ = fmt::format(
         "{}: timed out after {} s (DTR_COLLECTIVE_TIMEOUT) in process group {}: every rank "
@@ -438,7 +520,7 @@ void MpiGroup::fail_timed_out(MpiWork& w) {
     MPI_Request_free(&rq);
   }
   w.stage_ = MpiWork::Stage::kFailed;
-  w.timed_out_ = true;
+  w.error_kind_ = ErrorKind::kCollectiveTimeout;
   std::erase(queue_, &w);
   mark_broken(w.error_);
 }
@@ -446,10 +528,7 @@ void MpiGroup::fail_timed_out(MpiWork& w) {
 bool MpiWork::is_completed() {
   std::lock_guard lock(mpi_mutex());
   if (stage_ != Stage::kDone && stage_ != Stage::kFailed) group_->progress();
-  if (stage_ == Stage::kFailed) {
-    if (timed_out_) throw CollectiveTimeoutError(error_);
-    throw DistributedError(error_);
-  }
+  if (stage_ == Stage::kFailed) throw_failure();
   return stage_ == Stage::kDone;
 }
 
@@ -465,10 +544,7 @@ void MpiWork::wait() {
           group_->fail_timed_out(*this);
       }
       if (stage_ == Stage::kDone) return;
-      if (stage_ == Stage::kFailed) {
-        if (timed_out_) throw CollectiveTimeoutError(error_);
-        throw DistributedError(error_);
-      }
+      if (stage_ == Stage::kFailed) throw_failure();
     }
     // Spin briefly, then yield the core: two ranks on two cores share them
     // with nothing else, but an oversubscribed run must let the others run.

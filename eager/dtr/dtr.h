@@ -15,6 +15,7 @@
 #include "core/parallel.h"
 #include "core/scalar.h"
 #include "core/shape.h"
+#include "core/shape_io.h"
 #include "core/storage.h"
 #include "eager/autocast.h"
 #include "eager/autograd.h"

@@ -13,6 +13,7 @@
 
 #include "core/backend.h"
 #include "core/element.h"
+#include "core/shape_check.h"
 #include "eager/ops/registration.h"
 #include "remat/runtime.h"
 
@@ -274,7 +275,10 @@ Tensor from_blob_impl(void* data, IntList shape, IntList strides, DType dtype, D
               "from_blob: negative size or stride in shape {} strides {}", shape_str(shape.vec()),
               shape_str(strides.vec()));
   }
-  const int64_t n = numel(shape);  // ValueError for 2^60 elements or more
+  const int64_t n = [&] {
+    ShapeCheckScope scope("from_blob");
+    return numel(shape);  // ValueError for 2^60 elements or more
+  }();
   // The bytes the tensor spans: (1 + sum of (size - 1) * stride) elements,
   // every step checked, and the whole range inside the address space.
   int64_t extent = n == 0 ? 0 : 1, nbytes = 0;

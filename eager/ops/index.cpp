@@ -15,6 +15,7 @@
 // order, serially per output slot, without atomics (Note [determinism]).
 #include <algorithm>
 
+#include "core/shape_check.h"
 #include "eager/ops/elementwise.h"
 #include "eager/ops/registration.h"
 
@@ -690,7 +691,10 @@ Tensor repeat(const Tensor& x, IntList repeats) {
     expanded.insert(expanded.end(), {repeats[d], s});
     target.push_back(repeats[d] * s);
   }
-  (void)dtr::numel(target);  // ValueError for a result of 2^60 elements or more
+  {
+    ShapeCheckScope scope("repeat");
+    (void)dtr::numel(target);  // ValueError for a result of 2^60 elements or more
+  }
   return copy_as(expand(reshape(x, interleaved), expanded), target);
 }
 

@@ -31,6 +31,7 @@ void infer_sort(std::span<const TensorMeta> in, const Attrs& a, std::vector<Tens
 
 void infer_topk(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out) {
   const int64_t dim = a.i("dim"), k = a.i("k");
+  DTR_CHECK(in[0].dtype != kBool, TypeError, "topk: \"topk_cpu\" not implemented for 'Bool'");
   const int64_t size = sorted_dim_size(in[0], dim, "topk");
   DTR_CHECK(k >= 0 && k <= size, IndexError,
             "topk: selected index k out of range: k = {} for dimension {} of size {} (input shape {})", k,

@@ -2,10 +2,14 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/shape.h"
 
@@ -226,6 +230,20 @@ TEST(MemoryBudgetSpec, PerDeviceEntries) {
   // A device without an entry: unlimited, default device or not.
   EXPECT_EQ(s.for_device(kCuda2, true), kUnlimited);
   EXPECT_EQ(s.for_device(kCuda2, false), kUnlimited);
+}
+
+// A budget for a device this process does not have still parses (one
+// DTR_MEMORY_BUDGET may serve machines with and without GPUs), and the
+// runtime warns at start-up that it is ignored, naming the device and why.
+TEST(MemoryBudgetSpec, EntriesForAbsentDevicesAreReportedNotDropped) {
+  const int cuda_devices = find_backend(kCUDA) != nullptr ? find_backend(kCUDA)->device_count() : 0;
+  const std::string absent = fmt::format("cuda:{}", cuda_devices);  // one past the last present
+  const std::vector<std::string> lines = unusable_budget_entries(spec(absent + "=1GiB,cpu=2GiB"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("DTR_MEMORY_BUDGET: the budget for " + absent + " is ignored"));
+  EXPECT_THAT(lines[0], HasSubstr(find_backend(kCUDA) == nullptr ? "built without CUDA" : "present"));
+  EXPECT_TRUE(unusable_budget_entries(spec("cpu=2GiB")).empty());
+  EXPECT_TRUE(unusable_budget_entries(spec("8GiB")).empty());  // the bare entry caps whatever is the default
 }
 
 TEST(MemoryBudgetSpec, OneBareEntryAmongTheDevices) {

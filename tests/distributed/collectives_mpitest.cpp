@@ -2,6 +2,7 @@
 // `mpirun -np N dtr_mpi_tests` (N = 2 and 3): values against hand-computed
 // ones, bitwise agreement across ranks, the differentiable forms, sub-groups,
 // and bad input as a typed error on every rank, never a hang.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -203,6 +204,89 @@ TEST(Collectives, NonContiguousInPlaceIsAValueErrorAndTheFunctionalFormCopies) {
   Tensor y = functional::all_reduce(t);  // reads any layout
   EXPECT_TRUE(allclose(y, std::vector<double>(12, double(world_size()))));
   EXPECT_TRUE(on_every_rank(true));
+}
+
+// A bad argument that only one rank's own checks see: that rank still joins
+// the collective, as a refusal carried by its fingerprint, so every rank
+// throws the same typed error naming the op, the refusing rank and what was
+// wrong, at once: the group's timeout is short, so a rank left waiting for
+// it would throw CollectiveTimeoutError instead and fail the test. No data
+// moves, and the group stays usable.
+TEST(Collectives, ABadArgumentOnOneRankIsTheSameTypedErrorOnEveryRank) {
+  const int W = world_size(), r = rank(), bad = W - 1;
+  std::vector<int> everyone;
+  for (int k = 0; k < W; ++k) everyone.push_back(k);
+  auto g = new_group(everyone, /*timeout_seconds=*/15.0);
+  const std::string refused = fmt::format("rank [{}] refused", bad);
+
+  // all_reduce of a non-contiguous tensor on the last rank only.
+  Tensor t = r == bad ? ones({3, 4}).transpose(0, 1) : ones({4, 3});
+  std::string msg = error_message<ValueError>([&] { all_reduce(t, ReduceOp::kSum, g); });
+  EXPECT_NE(msg.find("all_reduce"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(refused), std::string::npos) << msg;
+  EXPECT_NE(msg.find("contiguous"), std::string::npos) << msg;
+  EXPECT_TRUE(allclose(t, std::vector<double>(12, 1.0)));  // no data moved
+
+  // broadcast from a src that only the last rank gets wrong; the others
+  // asked for a Work, whose wait throws the same.
+  Tensor b = full({2}, double(r));
+  msg = error_message<ValueError>([&] {
+    if (r == bad) {
+      broadcast(b, W, g);
+    } else {
+      broadcast(b, 0, g, /*async_op=*/true)->wait();
+    }
+  });
+  EXPECT_NE(msg.find("broadcast"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(refused), std::string::npos) << msg;
+  EXPECT_NE(msg.find("src"), std::string::npos) << msg;
+  EXPECT_TRUE(allclose(b, {double(r), double(r)}));
+
+  // A differentiable form: mean of an integer tensor on the last rank (TypeError).
+  Tensor x = r == bad ? from_vector<int64_t>({1, 2}, {2}) : from_vector<float>({1, 2}, {2});
+  msg = error_message<TypeError>([&] { (void)functional::all_reduce(x, ReduceOp::kMean, g); });
+  EXPECT_NE(msg.find(refused), std::string::npos) << msg;
+  EXPECT_NE(msg.find("floating"), std::string::npos) << msg;
+
+  // all_gather_into_tensor into a wrong output on rank 0 only.
+  Tensor in = ones({1, 2});
+  Tensor out = zeros({r == 0 ? W + 1 : W, 2});
+  msg = error_message<ValueError>([&] { all_gather_into_tensor(out, in, g); });
+  EXPECT_NE(msg.find("rank [0] refused"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("needs shape"), std::string::npos) << msg;
+
+  // Several ranks refuse for different reasons: every rank throws the type
+  // of the lowest refusing rank, and the message gives every reason.
+  Tensor m = r == 0 ? from_vector<int64_t>({1}, {1}) : ones({2, 2}).transpose(0, 1);
+  msg = error_message<TypeError>([&] { all_reduce(m, ReduceOp::kMean, g); });
+  EXPECT_NE(msg.find("rank 0: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("rank {}: ", bad)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("floating"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("contiguous"), std::string::npos) << msg;
+
+  // Still usable, and every rank counted the same collectives.
+  EXPECT_TRUE(g->healthy());
+  Tensor ok = full({3}, double(r + 1));
+  all_reduce(ok, ReduceOp::kSum, g);
+  EXPECT_TRUE(allclose(ok, std::vector<double>(3, W * (W + 1) / 2.0)));
+  EXPECT_TRUE(bitwise_same_on_every_rank(from_vector<int64_t>({g->collective_calls()}, {1})));
+  destroy_process_group(g);
+}
+
+// The fingerprint compares the whole shape: tensors alike in their first 8
+// dims, their rank and element count, that differ only beyond, fail on
+// every rank before any data moves.
+TEST(Collectives, ShapesThatDifferOnlyPastTheEighthDimFailOnEveryRank) {
+  Shape s{1, 1, 1, 1, 1, 1, 1, 1, 2, 3};
+  if (rank() == world_size() - 1) s = {1, 1, 1, 1, 1, 1, 1, 1, 3, 2};
+  Tensor t = ones(s);
+  const std::string msg = error_message<DistributedError>([&] { all_reduce(t); });
+  EXPECT_NE(msg.find("different"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("10 dims"), std::string::npos) << msg;
+  EXPECT_TRUE(allclose(t, std::vector<double>(6, 1.0)));
+  Tensor ok = ones({1});
+  all_reduce(ok);
+  EXPECT_TRUE(allclose(ok, {double(world_size())}));
 }
 
 TEST(Groups, SubGroupOfTheFirstTwoRanks) {

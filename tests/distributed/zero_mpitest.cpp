@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dtr/dtr.h"
 #include "eager/distributed/distributed.h"
+#include "testing.h"
 
 namespace dtr {
 namespace {
@@ -225,6 +227,51 @@ void check_resume(Kind kind) {
     EXPECT_TRUE(same_state(resumed[0]->state_dict(), plain->state_dict()));
   }
   dist::destroy_process_group(solo);
+}
+
+/// Leaf parameters of `shapes` (float32 zeros).
+std::vector<Tensor> params_of(const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<Tensor> ps;
+  for (const auto& s : shapes) ps.push_back(zeros(s).requires_grad_());
+  return ps;
+}
+
+// ZeRO's partition assumes every rank lists the same parameters: a rank
+// whose list differs (order, shape, count) fails construction on every rank,
+// naming the first parameter that differs and each rank's side, and a
+// non-contiguous parameter on one rank is a ValueError on every rank.
+TEST(Zero, ParametersThatDifferAcrossRanksFailConstructionOnEveryRank) {
+  const int W = dist::get_world_size(), last = W - 1;
+  const bool odd = dist::get_rank() == last;
+  auto adamw = [](std::vector<Tensor> ps) {
+    optim::AdamW opt(std::move(ps), optim::AdamWOptions(1e-3).zero_redundancy(true));
+  };
+  auto sgd = [](std::vector<Tensor> ps) { optim::SGD opt(std::move(ps), optim::SGDOptions(0.1).zero_redundancy(true)); };
+  // Parameter 1 transposed on the last rank (same count and numel).
+  std::string msg = testing::error_message<DistributedError>([&] { adamw(params_of({{4}, odd ? std::vector<int64_t>{3, 5} : std::vector<int64_t>{5, 3}, {2}})); });
+  EXPECT_NE(msg.find("parameter 1 differs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 0 (3 parameters): float32 [5, 3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("rank {} (3 parameters): float32 [3, 5]", last)), std::string::npos) << msg;
+  // One parameter fewer on the last rank.
+  msg = testing::error_message<DistributedError>([&] { sgd(params_of(odd ? std::vector<std::vector<int64_t>>{{4}, {5, 3}} : std::vector<std::vector<int64_t>>{{4}, {5, 3}, {2}})); });
+  EXPECT_NE(msg.find("parameter 2 differs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("rank {} (2 parameters): none", last)), std::string::npos) << msg;
+  // The same shapes in another dtype.
+  std::vector<Tensor> typed = params_of({{4}, {5, 3}});
+  if (odd) typed[0] = zeros({4}, kFloat64).requires_grad_();
+  msg = testing::error_message<DistributedError>([&] { sgd(typed); });
+  EXPECT_NE(msg.find("parameter 0 differs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("float64 [4]"), std::string::npos) << msg;
+  // A non-contiguous parameter on the last rank only.
+  std::vector<Tensor> strided = params_of({{4}, {5, 3}});
+  if (odd) strided[1] = zeros({3, 5}).t().requires_grad_();
+  msg = testing::error_message<ValueError>([&] { adamw(strided); });
+  EXPECT_NE(msg.find(fmt::format("parameter 1 (shape [5, 3]) is not, on rank {}", last)), std::string::npos) << msg;
+  // Alike on every rank: constructs, and the group still works.
+  adamw(params_of({{4}, {5, 3}}));
+  Tensor one = ones({1});
+  dist::all_reduce(one);
+  EXPECT_EQ(one.item<float>(), float(W));
 }
 
 TEST(Zero, SGDShardedStepsAreBitwiseTheUnshardedOnEveryRank) { check_steps(Kind::kSGD); }

@@ -282,19 +282,52 @@ TEST(LibtorchHabits, IndexingSelectsAlongTheFirstDim) {
 TEST(LibtorchHabits, PrintsValuesShapeAndType) {
   std::ostringstream a;
   a << from_vector<float>({1, 2, 3, 4}, {2, 2});
-  EXPECT_EQ(a.str(), " 1 2\n 3 4\n[ CPUFloatType{2,2} ]");
+  EXPECT_EQ(a.str(), " 1  2\n 3  4\n[ CPUFloatType{2,2} ]");
   std::ostringstream b;
   b << from_vector<double>({0.5, -1.25});
-  EXPECT_EQ(b.str(), "  0.5000\n -1.2500\n[ CPUDoubleType{2} ]");
+  EXPECT_EQ(b.str(), " 0.5000\n-1.2500\n[ CPUDoubleType{2} ]");
   std::ostringstream c;
   c << full({}, 7, kInt64);
   EXPECT_EQ(c.str(), "7\n[ CPULongType{} ]");
   std::ostringstream d;
   d << from_vector<int64_t>({1, 2, 3, 4}, {2, 1, 2});
-  EXPECT_EQ(d.str(), "(0,.,.) = \n 1 2\n\n(1,.,.) = \n 3 4\n[ CPULongType{2,1,2} ]");
+  EXPECT_EQ(d.str(), "(1,.,.) = \n  1  2\n\n(2,.,.) = \n  3  4\n[ CPULongType{2,1,2} ]");
   std::ostringstream e;
   e << Tensor();
   EXPECT_EQ(e.str(), "[ Tensor (undefined) ]");
+}
+
+// libtorch's number formats (Note [printing]): small or large values get a
+// common power-of-ten factor, a wide range goes scientific, never "0.0000".
+TEST(LibtorchHabits, PrintsSmallAndLargeValuesAsLibtorch) {
+  auto print = [](const Tensor& t) {
+    std::ostringstream os;
+    os << t;
+    return os.str();
+  };
+  // All below 0.1: scaled by 1e-05 (libtorch: "1e-05 *\n 1.0000\n 2.5000").
+  EXPECT_EQ(print(from_vector<double>({1e-5, 2.5e-5})), "1e-05 *\n 1.0000\n 2.5000\n[ CPUDoubleType{2} ]");
+  // More than 4 decades apart: scientific, width 11.
+  EXPECT_EQ(print(from_vector<double>({1e-8, 1.5})), " 1.0000e-08\n 1.5000e+00\n[ CPUDoubleType{2} ]");
+  // Large: more than 5 integer digits, scaled by 1e+06.
+  EXPECT_EQ(print(from_vector<double>({1234567.5, 2e6})), "1e+06 *\n 1.2346\n 2.0000\n[ CPUDoubleType{2} ]");
+  // A scaled matrix: the factor line, then rows with one more space.
+  EXPECT_EQ(print(from_vector<double>({1e-5, 2e-5, 3e-5, 4.5e-5}, {2, 2})),
+            "1e-05 *\n 1.0000  2.0000\n  3.0000  4.5000\n[ CPUDoubleType{2,2} ]");
+  // Integers past 9 digits go scientific; a 0-d tensor prints its value.
+  EXPECT_EQ(print(from_vector<int64_t>({int64_t(1) << 40, 1})), " 1.0995e+12\n 1.0000e+00\n[ CPULongType{2} ]");
+  EXPECT_EQ(print(full({}, 1e-7, kFloat64)), "1e-07\n[ CPUDoubleType{} ]");
+  // Wider than 80 columns: column blocks, as libtorch's "Columns 1 to 10".
+  const std::string wide = print(full({1, 12}, 0.5, kFloat64));
+  EXPECT_EQ(wide.substr(0, 17), "Columns 1 to 10 0") << wide;
+  EXPECT_NE(wide.find("\nColumns 11 to 12 0.5000  0.5000\n"), std::string::npos) << wide;
+}
+
+// libtorch prints sizes as "[2, 3]"; so does Shape.
+TEST(LibtorchHabits, ShapePrintsAsLibtorchSizes) {
+  std::ostringstream os;
+  os << Shape{2, 3} << " " << zeros({4}).shape() << " " << Shape{};
+  EXPECT_EQ(os.str(), "[2, 3] [4] []");
 }
 
 // ---- 6. method forms of the free functions -----------------------------------------------

@@ -64,6 +64,9 @@ TEST(Sort, AlongAnInnerDimAndOtherDtypes) {
   EXPECT_EQ(bv.dtype(), kBool);
   EXPECT_EQ(bv.to_vector<bool>(), (std::vector<bool>{false, true}));
   EXPECT_EQ(bi.to_vector<int64_t>(), (Ints{1, 0}));
+  // torch.topk refuses bool: "topk_cpu" not implemented for 'Bool'.
+  EXPECT_TRUE(testing::throws_with<TypeError>([] { (void)topk(from_vector(std::vector<bool>{true, false}), 1); },
+                                              {"topk", "not implemented for 'Bool'"}));
   // k = 0 and empty lines.
   EXPECT_EQ(std::get<0>(topk(x, 0, 1)).shape(), (Shape{3, 0}));
   EXPECT_EQ(std::get<1>(topk(zeros({3, 0}), 0, 1)).shape(), (Shape{3, 0}));

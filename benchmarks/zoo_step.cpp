@@ -15,7 +15,7 @@
 // (rss_before_steps_kib) and, per measured step, the evictions, replayed ops
 // and replayed FLOPs. The heuristic is DTR_HEURISTIC's (default dtr_eq).
 // Under a --budget (bytes) that is infeasible it prints {"outcome": "oom",
-// "error": ...} and exits with 3. pytorch_zoo.py and sweep.py run it beside
+// "error": ...} ("thrash" where the thrash guard gave up) and exits with 3. pytorch_zoo.py and sweep.py run it beside
 // the PyTorch version of each model so both libraries are measured the same
 // way; DTR_TRACE=path.json gives a Chrome trace of a run. Under `valgrind
 // --tool=callgrind --instr-atstart=no` the instructions counted are those of
@@ -187,20 +187,22 @@ int main(int argc, char** argv) {
                       "\"median_cpu_ms\": {:.3f}, \"min_cpu_ms\": {:.3f}, \"loss\": {:.6f}, \"peak_bytes\": {}, "
                       "\"resident_between_steps\": {}, \"rss_base_kib\": {}, \"rss_peak_delta_kib\": {}, "
                       "\"rss_steps_peak_delta_kib\": {}, \"rss_before_steps_kib\": {}, \"evictions\": {:.1f}, "
-                      "\"recomputed_ops\": {:.1f}, \"recomputed_flops\": {:.6g}}}",
+                      "\"recomputed_ops\": {:.1f}, \"recomputed_flops\": {:.6g}, \"max_replay_ratio\": {:.3f}}}",
                       DTR_VERSION_STRING, common_fields(spec, mode_name, *workload, budget), steps, warmup,
                       workload->parameter_bytes(), json_list(t.cpu_ms), json_list(t.wall_ms),
                       json_list(warmup_ms), t.median_ms, t.min_ms, t.median_cpu_ms, t.min_cpu_ms, t.loss,
                       st.peak_bytes, between_steps, rss_base, run_peak - rss_base, steps_peak_delta, rss_before,
                       double(st.evictions) / double(steps), double(st.recomputed_ops) / double(steps),
-                      st.recomputed_flops / double(steps))
+                      st.recomputed_flops / double(steps), st.max_replay_ratio)
                       .c_str());
       dtr::remat::Runtime::global().flush_trace();
     } catch (const dtr::OutOfMemoryError& e) {
-      // The point is infeasible: one JSON line saying so, then exit code 3.
+      // The point is infeasible: one JSON line saying so (outcome thrash
+      // for the thrash guard's ThrashError), then exit code 3.
       const std::string what = e.what();
-      std::printf("{\"library\": \"dtr\", \"outcome\": \"oom\", %s, \"error\": \"%s\"}\n",
-                  common_fields(spec, mode_name, *workload, budget).c_str(),
+      const bool thrash = dynamic_cast<const dtr::ThrashError*>(&e) != nullptr;
+      std::printf("{\"library\": \"dtr\", \"outcome\": \"%s\", %s, \"error\": \"%s\"}\n",
+                  thrash ? "thrash" : "oom", common_fields(spec, mode_name, *workload, budget).c_str(),
                   json_escape(what.substr(0, what.find('\n'))).c_str());
       std::fprintf(stderr, "zoo_step: %s\n", e.what());
       dtr::remat::set_memory_budget(std::nullopt);

@@ -38,6 +38,18 @@ class OutOfMemoryError : public Error {
  public:
   using Error::Error;
 };
+/// The runtime gave up on a budget under which it kept rebuilding what it
+/// had just evicted: more than DTR_THRASH_LIMIT replays and replayed cost
+/// per fresh op over a window of recent ops (Note [thrash guard]). The
+/// message names the budget, the resident and locked bytes, the ratio, the
+/// most replayed ops and the remedy. A kind of OutOfMemoryError (the budget
+/// is too small for the program to make progress), so code that treats an
+/// OutOfMemoryError as "infeasible" treats this alike. The runtime's state
+/// stays consistent: raising the budget and going on works.
+class ThrashError : public OutOfMemoryError {
+ public:
+  using OutOfMemoryError::OutOfMemoryError;
+};
 /// A device is absent or unusable: no backend for its type, no driver, or
 /// an index past the devices present (PyTorch raises RuntimeError here).
 class DeviceError : public Error {

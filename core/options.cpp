@@ -203,8 +203,8 @@ struct OptionRow {
   absl::Status (*apply)(Options&, std::string_view value);
 };
 
-const std::array<OptionRow, 11>& option_rows() {
-  static const std::array<OptionRow, 11> rows = {{
+const std::array<OptionRow, 12>& option_rows() {
+  static const std::array<OptionRow, 12> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
         "hard cap on resident device bytes of tensor storage (Note [hard budget]), per device: "
         "a bare budget caps the default device (the first CUDA device where one is present, "
@@ -286,6 +286,15 @@ const std::array<OptionRow, 11>& option_rows() {
        [](Options& o, std::string_view v) {
          return assign(parse_seconds(v), o.collective_timeout_seconds);
        }},
+      {{"DTR_THRASH_LIMIT", "32",
+        "thrash guard (Note [thrash guard]): under a budget, when over the last 1024 ops the "
+        "program issued a device replays more than this many times as many ops as were issued, "
+        "and more than this many times their estimated cost, the op raises ThrashError (an "
+        "OutOfMemoryError naming the budget and the ops replayed most) instead of replaying on; "
+        "0 turns the guard off",
+        "dtr::remat::Runtime::global().set_thrash_limit"},
+       "0 (off) or a number >= 1, e.g. \"32\", \"100\"",
+       [](Options& o, std::string_view v) { return assign(parse_thrash_limit(v), o.thrash_limit); }},
   }};
   return rows;
 }
@@ -487,6 +496,19 @@ absl::StatusOr<bool> parse_bool(std::string_view text) {
   if (lower == "1" || lower == "true" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "off") return false;
   return absl::InvalidArgumentError(fmt::format("invalid boolean {}", quoted(text)));
+}
+
+absl::StatusOr<double> parse_thrash_limit(std::string_view text) {
+  const std::string lower = lower_stripped(text);
+  double v = 0;
+  if (lower.empty() || !absl::SimpleAtod(lower, &v) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(fmt::format("invalid thrash limit {}", quoted(text)));
+  }
+  if (v != 0 && !(v >= 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("invalid thrash limit {}: it must be 0 (off) or at least 1", quoted(text)));
+  }
+  return v;
 }
 
 absl::StatusOr<double> parse_seconds(std::string_view text) {

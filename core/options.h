@@ -117,6 +117,11 @@ absl::StatusOr<std::string> parse_log_level(std::string_view text);
 /// optional unit ms, s, min or h (case-insensitive; "30", "1.5s", "500ms").
 absl::StatusOr<double> parse_seconds(std::string_view text);
 
+/// DTR_THRASH_LIMIT: a finite number >= 0 (0 turns the guard off); a
+/// positive limit must be at least 1 (replaying less than the fresh work is
+/// never thrashing).
+absl::StatusOr<double> parse_thrash_limit(std::string_view text);
+
 /// DTR_VERIFY's booleans: 0/1, true/false, on/off (case-insensitive).
 absl::StatusOr<bool> parse_bool(std::string_view text);
 
@@ -132,6 +137,7 @@ struct Options {
   std::string plan_path;                // DTR_PLAN ("" = off)
   bool verify = false;                  // DTR_VERIFY
   double collective_timeout_seconds = 600;  // DTR_COLLECTIVE_TIMEOUT
+  double thrash_limit = 32;             // DTR_THRASH_LIMIT (0: off)
 };
 
 /// One row of the options table, for --help texts and docs.

@@ -104,6 +104,20 @@ struct DeviceMemory {
   /// whether the host tier is on for it now (Note [host tier]).
   std::optional<HostLink> link;
   bool swap_on = false;
+  /// Note [thrash guard]: per fresh op of the last Runtime::kThrashWindow
+  /// (a ring, sized when the guard first counts), its estimated cost and the
+  /// replays (count and cost) made after it; the window's sums; and the
+  /// replays per op name, halved each time the ring wraps (for the report).
+  struct ThrashSlot {
+    double fresh_cost = 0;
+    int64_t replays = 0;
+    double replay_cost = 0;
+  };
+  std::vector<ThrashSlot> thrash_ring;
+  size_t thrash_head = 0;
+  int64_t window_fresh = 0, window_replays = 0;
+  double window_fresh_cost = 0, window_replay_cost = 0;
+  absl::flat_hash_map<std::string_view, int64_t> replays_by_op;
 };
 
 struct Runtime::Impl final : CandidateSync {
@@ -126,6 +140,7 @@ struct Runtime::Impl final : CandidateSync {
   SampleMode sample = SampleMode::kSqrt;
   SwapMode swap_mode = SwapMode::kAuto;
   int64_t min_evict_bytes = 0;
+  double thrash_limit = 0;  // Note [thrash guard]; 0: off
   uint64_t sample_state = 0x9E3779B97F4A7C15ull;  // fixed: decisions reproduce run to run
   bool verify = false;
   // Note [planner]: told of every op-path call (the recorder), and whether
@@ -852,12 +867,15 @@ struct Runtime::Impl final : CandidateSync {
         DTR_INTERNAL_ASSERT(node != nullptr && node->replayable,
                             "storage of {} bytes is not resident and has no replayable producer",
                             s->nbytes());
-        // Inputs that are resident stay unlocked (evictable) while the
-        // missing ones are rematerialized, so locked bytes do not pile up
-        // along a deep recomputation; only a finished input is held, by the
-        // frame that reads it. Before the replay every input is checked
-        // again: one evicted meanwhile gets its own frame. Each round holds
-        // at least one more input, so this ends.
+        // Inputs stay unlocked (evictable) while the missing ones are
+        // rematerialized, so locked bytes do not pile up along a deep
+        // recomputation: neither the resident ones nor, in the frame's first
+        // round, the finished ones (freshly used, they are the last a
+        // staleness-based score picks). Before the replay every input is
+        // checked again: one evicted meanwhile gets its own frame, and from
+        // that second round on the frame holds each input it finishes
+        // (`hold`). Each held round holds at least one more input, so this
+        // ends.
         //
         // The most recently produced missing input goes first (on top): an
         // earlier input is often on its lineage (a residual block's skip
@@ -870,6 +888,8 @@ struct Runtime::Impl final : CandidateSync {
         for (const auto& in : node->inputs)
           if (!in->resident()) missing.push_back(in.get());
         if (!missing.empty()) {
+          if (stack[top].descended) stack[top].hold = true;
+          stack[top].descended = true;
           std::stable_sort(missing.begin(), missing.end(), [](const Storage* a, const Storage* b) {
             const auto tick = [](const Storage* x) {
               return swapped(*x) ? std::numeric_limits<int64_t>::min() : producer(*x)->tick;
@@ -914,16 +934,19 @@ struct Runtime::Impl final : CandidateSync {
     Storage* s;
     size_t parent;  // index of the frame whose replay needs s (kNoParent for target)
     std::vector<Storage*> locked;  // inputs held resident for this frame's replay
+    bool descended = false;        // its missing inputs were pushed once
+    bool hold = false;             // lock each input as it finishes (second round on)
   };
   /// The work stack of the rematerialization in progress, or null; the node
   /// whose replay is allocating its outputs, or null. Read by throw_oom.
   std::vector<RematFrame>* remat_stack = nullptr;
   const Node* replaying = nullptr;
 
-  // Pops the top frame (whose storage is resident) and hands it, locked, to
-  // its parent frame: the one whose replay reads it. (Not simply the frame
-  // below, which may be a sibling input: it would unlock this storage after
-  // its own replay, and the parent's output allocation could then evict it.)
+  // Pops the top frame (whose storage is resident) and hands it to its
+  // parent frame: the one whose replay reads it (not simply the frame below,
+  // which may be a sibling input). A parent in its first round leaves it
+  // unlocked and checks it again before its replay; a parent that has lost
+  // an input once holds it locked (Note [thrash guard] bounds the rest).
   template <typename Frames>
   void finish_frame(Frames& stack) {
     auto& f = stack.back();
@@ -931,13 +954,101 @@ struct Runtime::Impl final : CandidateSync {
     const size_t parent = f.parent;
     unlock_all(f.locked, clock);
     stack.pop_back();
-    if (parent != kNoParent) {
+    if (parent != kNoParent && stack[parent].hold) {
       lock(*s);
       stack[parent].locked.push_back(s);
     }
   }
 
+  // ---- Note [thrash guard] ----------------------------------------------------
+  // A fresh op (a lineage node recorded) on `m`: the window moves by one.
+  void count_fresh(DeviceMemory& m, double cost) {
+    ++m.stats.fresh_ops;
+    if (thrash_limit <= 0 || !m.budget) return;
+    if (m.thrash_ring.empty()) m.thrash_ring.resize(Runtime::kThrashWindow);
+    m.thrash_head = (m.thrash_head + 1) % m.thrash_ring.size();
+    if (m.thrash_head == 0) {  // wrapped: older replays count half in the report
+      for (auto it = m.replays_by_op.begin(); it != m.replays_by_op.end();) {
+        it->second /= 2;
+        if (it->second == 0) {
+          m.replays_by_op.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    DeviceMemory::ThrashSlot& slot = m.thrash_ring[m.thrash_head];
+    if (m.window_fresh == int64_t(m.thrash_ring.size())) {  // the oldest fresh op leaves
+      m.window_fresh_cost = std::max(0.0, m.window_fresh_cost - slot.fresh_cost);
+      m.window_replays -= slot.replays;
+      m.window_replay_cost = std::max(0.0, m.window_replay_cost - slot.replay_cost);
+    } else {
+      ++m.window_fresh;
+    }
+    slot = {cost, 0, 0};
+    m.window_fresh_cost += cost;
+  }
+  void reset_thrash_window(DeviceMemory& m) {
+    for (auto& slot : m.thrash_ring) slot = {};
+    m.window_fresh = m.window_replays = 0;
+    m.window_fresh_cost = m.window_replay_cost = 0;
+    m.replays_by_op.clear();
+  }
+  // Before replaying `node` on `m`: throws ThrashError when this replay
+  // takes the window past the limit, in count and in cost.
+  void check_thrash(DeviceMemory& m, const Node& node) {
+    if (thrash_limit <= 0 || !m.budget) return;
+    if (m.thrash_ring.empty()) m.thrash_ring.resize(Runtime::kThrashWindow);
+    DeviceMemory::ThrashSlot& slot = m.thrash_ring[m.thrash_head];
+    ++slot.replays;
+    slot.replay_cost += node.cost_seconds;
+    ++m.window_replays;
+    m.window_replay_cost += node.cost_seconds;
+    ++m.replays_by_op[node.op_name];
+    const double fresh = double(std::max<int64_t>(m.window_fresh, Runtime::kThrashMinFresh));
+    const double ratio = double(m.window_replays) / fresh;
+    m.stats.max_replay_ratio = std::max(m.stats.max_replay_ratio, ratio);
+    if (ratio <= thrash_limit) return;
+    // The cost too: replaying many cheap ops for a few expensive fresh ones
+    // is not thrashing. With fewer fresh ops than the floor, their cost is
+    // scaled up to it; with none, the count alone decides.
+    const double fresh_cost =
+        m.window_fresh > 0 ? m.window_fresh_cost * fresh / double(m.window_fresh) : 0.0;
+    const double cost_ratio = fresh_cost > 0 ? m.window_replay_cost / fresh_cost
+                                             : std::numeric_limits<double>::infinity();
+    if (cost_ratio <= thrash_limit) return;
+    throw_thrash(m, ratio, cost_ratio);
+  }
+  static std::string human_bytes(int64_t n) {
+    return fmt::format("{:.1f} MiB ({} bytes)", double(n) / (1024.0 * 1024.0), n);
+  }
+  [[noreturn]] void throw_thrash(DeviceMemory& m, double ratio, double cost_ratio) {
+    int64_t locked = 0;
+    for (const Storage* s : m.tracked)
+      if (s->resident() && (st(*s).lock_count > 0 || st(*s).pin_count > 0)) locked += s->nbytes();
+    std::vector<std::pair<std::string_view, int64_t>> top(m.replays_by_op.begin(), m.replays_by_op.end());
+    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    std::string ops;
+    for (size_t i = 0; i < std::min<size_t>(top.size(), 5); ++i)
+      ops += fmt::format("{}'{}' {} times", i == 0 ? "" : ", ", top[i].first, top[i].second);
+    std::string message = fmt::format(
+        "thrashing under the budget of {}{}: {} ops replayed for the last {} fresh ops, a replay/fresh "
+        "ratio of {:.1f} (estimated cost ratio {:.1f}), over the limit of {} (DTR_THRASH_LIMIT); budget "
+        "{}, resident {}, locked {}. Replayed most: {}. The budget is too small for this program to make "
+        "progress: raise DTR_MEMORY_BUDGET (remat::set_memory_budget), or raise DTR_THRASH_LIMIT "
+        "(remat::Runtime::set_thrash_limit; 0 turns the guard off) to keep replaying.",
+        m.device.str(), oom_context(), m.window_replays, m.window_fresh, ratio,
+        cost_ratio == std::numeric_limits<double>::infinity() ? ratio : cost_ratio, thrash_limit,
+        human_bytes(*m.budget), human_bytes(m.stats.resident_bytes), human_bytes(locked), ops);
+    reset_thrash_window(m);  // going on (under a larger budget) starts afresh
+    trace_error("ThrashError", message, &m);
+    throw ThrashError(std::move(message));
+  }
+
   void replay(Node& node) {
+    check_thrash(memory(node.device), node);
     std::vector<Storage*> outs;
     std::vector<std::shared_ptr<Storage>> keep;  // live outputs and scratch
     std::vector<std::shared_ptr<Storage>> scratch;
@@ -947,17 +1058,20 @@ struct Runtime::Impl final : CandidateSync {
     try {
       for (const auto& w : node.outputs) {
         std::shared_ptr<Storage> o = w.lock();
-        DTR_INTERNAL_ASSERT(o == nullptr || producer(*o) == &node,
-                            "lineage output no longer produced by its node");
-        if (o != nullptr && !o->resident() && !swapped(*o)) {
+        // An output that left this lineage since (made a constant by
+        // register_constant, data_ptr or a detach: a leaf's gradient that
+        // is a sibling output of a backward op) keeps its bytes: scratch.
+        const bool ours = o != nullptr && producer(*o) == &node;
+        if (ours && !o->resident() && !swapped(*o)) {
           allocate(*o);
           lock(*o);
           ++restored;
           outs.push_back(o.get());
           keep.push_back(std::move(o));
         } else {
-          // Gone, resident (possibly being read elsewhere) or swapped (its
-          // bytes come back from the host tier when used): replay into scratch.
+          // Gone, resident (possibly being read elsewhere), swapped (its
+          // bytes come back from the host tier when used) or no longer
+          // ours: replay into scratch.
           const Storage* ref = o ? o.get() : nullptr;
           DTR_INTERNAL_ASSERT(ref != nullptr || !node.outputs.empty(), "no outputs");
           // A gone output's size is unknown here; the node remembers it.
@@ -1129,6 +1243,7 @@ Runtime& Runtime::global() {
     r->set_cost_model(o.cost);
     r->set_verify(o.verify);
     r->set_swap_mode(o.swap);
+    r->set_thrash_limit(o.thrash_limit);
     if (!o.plan_path.empty()) start_program_plan(*r, o.plan_path);
     if (!o.trace_path.empty()) {
       try {
@@ -1170,6 +1285,7 @@ void Runtime::set_memory_budget(Device device, std::optional<int64_t> bytes) {
                      device.str(), m.budget.value_or(-1), bytes.value_or(-1), m.stats.resident_bytes);
   m.budget = bytes;
   m.stats.budget_bytes = bytes.value_or(-1);
+  impl_->reset_thrash_window(m);  // Note [thrash guard]: a new budget, a new window
   if (bytes && !impl_->any_budget) {
     impl_->any_budget = true;
     impl_->reseat_policy();
@@ -1246,6 +1362,7 @@ void Runtime::allocate(Storage& s) {
 void Runtime::record(const std::shared_ptr<Node>& node) {
   std::lock_guard lock(impl_->mu);
   node->tick = ++impl_->clock;
+  impl_->count_fresh(impl_->memory(node->device), node->cost_seconds);
   const bool reads_borrowed = std::any_of(node->inputs.begin(), node->inputs.end(),
                                           [](const auto& in) {
                                             const StorageState* s = find_state(*in);
@@ -1479,6 +1596,19 @@ void Runtime::set_min_evict_bytes(int64_t bytes) {
   DTR_CHECK(bytes >= 0, ValueError, "set_min_evict_bytes: expected >= 0 bytes, got {}", bytes);
   std::lock_guard lock(impl_->mu);
   impl_->min_evict_bytes = bytes;
+}
+
+void Runtime::set_thrash_limit(double limit) {
+  DTR_CHECK(limit == 0 || (limit >= 1 && std::isfinite(limit)), ValueError,
+            "set_thrash_limit: expected 0 (off) or a finite limit >= 1, got {}", limit);
+  std::lock_guard lock(impl_->mu);
+  impl_->thrash_limit = limit;
+  for (const auto& d : impl_->devices) impl_->reset_thrash_window(*d);
+}
+
+double Runtime::thrash_limit() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->thrash_limit;
 }
 
 void Runtime::set_swap_mode(SwapMode m) {

@@ -57,6 +57,12 @@ struct Stats {
   /// On the CPU: bytes held in host memory for other devices' swapped
   /// storages (counted in resident_bytes, under the cpu budget).
   int64_t host_tier_bytes = 0;
+  /// Note [thrash guard]: ops issued on this device that recorded lineage
+  /// (fresh work, as against replays), and the highest replay-to-fresh
+  /// ratio of the guard's window seen (replays over fresh ops in the last
+  /// kThrashWindow fresh ops, at least kThrashMinFresh of them counted).
+  int64_t fresh_ops = 0;
+  double max_replay_ratio = 0;
   int64_t metadata_nodes = 0;        // live lineage nodes (all devices)
   int64_t live_storages = 0;         // live Storage objects accounted on this device
 };
@@ -233,6 +239,17 @@ class Runtime final {
   /// storages swapped already where they are until they are used.
   void set_swap_mode(SwapMode m);
   SwapMode swap_mode() const;
+  /// DTR_THRASH_LIMIT (Note [thrash guard]): a replay that would take a
+  /// device's replays over the last kThrashWindow fresh ops (lineage nodes
+  /// recorded) past `limit` × those fresh ops (at least kThrashMinFresh), and
+  /// their estimated cost past `limit` × the fresh ops' cost, throws
+  /// ThrashError instead. 0 turns the guard off (the default of a Runtime
+  /// built here; the global runtime takes DTR_THRASH_LIMIT, default 32).
+  /// Throws ValueError for a limit that is not 0 or a finite number >= 1.
+  void set_thrash_limit(double limit);
+  double thrash_limit() const;
+  static constexpr int kThrashWindow = 1024;
+  static constexpr int kThrashMinFresh = 256;
   /// DTR_VERIFY: hash each storage when first computed and check every
   /// rematerialization against it (InternalError with the op trail on mismatch).
   void set_verify(bool on);

@@ -15,9 +15,14 @@
 #                    targets in build-fuzz/, each run SECONDS (default 60)
 #   ./dtr.sh bench-env  install PyTorch 2 (CPU use; PyPI) and numpy into
 #                    build/venv-bench for the PyTorch comparison
-#   ./dtr.sh bench-sweep  setup, build, bench-env, then the model-zoo budget
-#                    sweep, the PyTorch comparison and the plots in
-#                    benchmarks/results/ (over an hour on two cores)
+#   ./dtr.sh bench-sweep [--quick]  setup, build, bench-env, then the
+#                    model-zoo budget sweep, the PyTorch comparison, the
+#                    headline cells (benchmarks/sweep.py) and the plots in
+#                    benchmarks/results/ (over an hour on two cores);
+#                    --quick: the headline cells alone, one process per
+#                    point, dtr and PyTorch alternated, into
+#                    benchmarks/results/quick/ (about 15 minutes). Nothing
+#                    else may run on the machine meanwhile.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -177,6 +182,12 @@ bench_sweep() {
   build
   bench_env
   local out=benchmarks/results
+  if [[ ${1:-} == --quick ]]; then
+    log "headline cells (benchmarks/sweep.py --quick) -> $out/quick/"
+    /usr/bin/python3 benchmarks/sweep.py --quick --torch-python "$BENCH_PYTHON" --out "$out/quick"
+    return
+  fi
+  [[ $# -eq 0 ]] || { echo "dtr.sh bench-sweep: unknown argument $1 (expected --quick)" >&2; exit 2; }
   mkdir -p "$out"
   log "budget sweep -> $out/sweep.csv (progress in $out/sweep.log)"
   build/benchmarks/budget_sweep --other-ratios 0.5,0.3 --bisect-heuristics dtr_eq --steps 5 --warmup 1 --threads 1 \
@@ -187,6 +198,8 @@ bench_sweep() {
   log "PyTorch comparison ($BENCH_MODES) -> $out/pytorch.csv (progress in $out/pytorch.log)"
   "$BENCH_PYTHON" benchmarks/pytorch_zoo.py --modes "$BENCH_MODES" --steps 5 --warmup 2 --threads 1 --rounds 2 \
     --dtr build/benchmarks/zoo_step --out "$out/pytorch.csv" 2>"$out/pytorch.log"
+  log "headline cells -> $out/headline.md"
+  /usr/bin/python3 benchmarks/sweep.py --torch-python "$BENCH_PYTHON" --variants "$BENCH_MODES" --out "$out"
   /usr/bin/python3 benchmarks/plot_sweep.py --results "$out"
 }
 
@@ -217,7 +230,7 @@ case $cmd in
   run) run_main "$@" ;;
   bench) bench "$@" ;;
   bench-env) setup && bench_env ;;
-  bench-sweep) bench_sweep ;;
+  bench-sweep) bench_sweep "$@" ;;
   fuzz) fuzz "$@" ;;
   golden) golden "$@" ;;
   -h | --help | help) usage ;;

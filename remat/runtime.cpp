@@ -867,15 +867,12 @@ struct Runtime::Impl final : CandidateSync {
         DTR_INTERNAL_ASSERT(node != nullptr && node->replayable,
                             "storage of {} bytes is not resident and has no replayable producer",
                             s->nbytes());
-        // Inputs stay unlocked (evictable) while the missing ones are
-        // rematerialized, so locked bytes do not pile up along a deep
-        // recomputation: neither the resident ones nor, in the frame's first
-        // round, the finished ones (freshly used, they are the last a
-        // staleness-based score picks). Before the replay every input is
-        // checked again: one evicted meanwhile gets its own frame, and from
-        // that second round on the frame holds each input it finishes
-        // (`hold`). Each held round holds at least one more input, so this
-        // ends.
+        // Inputs that are resident stay unlocked (evictable) while the
+        // missing ones are rematerialized, so locked bytes do not pile up
+        // along a deep recomputation; only a finished input is held, by the
+        // frame that reads it. Before the replay every input is checked
+        // again: one evicted meanwhile gets its own frame. Each round holds
+        // at least one more input, so this ends.
         //
         // The most recently produced missing input goes first (on top): an
         // earlier input is often on its lineage (a residual block's skip
@@ -888,8 +885,6 @@ struct Runtime::Impl final : CandidateSync {
         for (const auto& in : node->inputs)
           if (!in->resident()) missing.push_back(in.get());
         if (!missing.empty()) {
-          if (stack[top].descended) stack[top].hold = true;
-          stack[top].descended = true;
           std::stable_sort(missing.begin(), missing.end(), [](const Storage* a, const Storage* b) {
             const auto tick = [](const Storage* x) {
               return swapped(*x) ? std::numeric_limits<int64_t>::min() : producer(*x)->tick;
@@ -934,19 +929,16 @@ struct Runtime::Impl final : CandidateSync {
     Storage* s;
     size_t parent;  // index of the frame whose replay needs s (kNoParent for target)
     std::vector<Storage*> locked;  // inputs held resident for this frame's replay
-    bool descended = false;        // its missing inputs were pushed once
-    bool hold = false;             // lock each input as it finishes (second round on)
   };
   /// The work stack of the rematerialization in progress, or null; the node
   /// whose replay is allocating its outputs, or null. Read by throw_oom.
   std::vector<RematFrame>* remat_stack = nullptr;
   const Node* replaying = nullptr;
 
-  // Pops the top frame (whose storage is resident) and hands it to its
-  // parent frame: the one whose replay reads it (not simply the frame below,
-  // which may be a sibling input). A parent in its first round leaves it
-  // unlocked and checks it again before its replay; a parent that has lost
-  // an input once holds it locked (Note [thrash guard] bounds the rest).
+  // Pops the top frame (whose storage is resident) and hands it, locked, to
+  // its parent frame: the one whose replay reads it. (Not simply the frame
+  // below, which may be a sibling input: it would unlock this storage after
+  // its own replay, and the parent's output allocation could then evict it.)
   template <typename Frames>
   void finish_frame(Frames& stack) {
     auto& f = stack.back();
@@ -954,7 +946,7 @@ struct Runtime::Impl final : CandidateSync {
     const size_t parent = f.parent;
     unlock_all(f.locked, clock);
     stack.pop_back();
-    if (parent != kNoParent && stack[parent].hold) {
+    if (parent != kNoParent) {
       lock(*s);
       stack[parent].locked.push_back(s);
     }

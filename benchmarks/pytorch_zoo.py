@@ -87,8 +87,9 @@ with ";"), recompiled_in_steps (1 or 0; compile_<b> only), error.
 
 Inputs and targets are random tensors drawn once from a fixed seed before
 the first step, like a data loader's constant batch (the two libraries draw
-different numbers). Attention is composed from matmul/masked_fill/softmax
-like dtr's scaled_dot_product_attention, and the U-Net's nearest upsampling
+different numbers). Attention is torch.nn.functional.scaled_dot_product_attention
+(is_causal=True: PyTorch's fused CPU kernel, as dtr's fused row) where it
+exists (PyTorch >= 2.0), else composed from matmul/masked_fill/softmax; the U-Net's nearest upsampling
 from reshape/expand like dtr's. The mixture of experts dispatches sparsely
 like dtr's (per expert nonzero over the routing, index_select, index_add), so
 torch.compile breaks its graph at each nonzero. PyTorch 1.13's checkpoint is
@@ -112,6 +113,17 @@ MODELS = ["chain", "gpt", "resnet", "unet", "lstm", "llama", "unet_gn", "moe", "
 # Those of the default sweep (zoo.h); the others run by name.
 DEFAULT_MODELS = MODELS[:5]
 
+
+
+def causal_attention(q, k, v):
+    """softmax(q kᵀ / √E, causal) v: PyTorch's fused kernel where it exists."""
+    import torch
+    if hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
 
 def checkpoint_segments(units):
     return max(1, round(math.sqrt(units)))
@@ -249,9 +261,7 @@ def build(name):
 
             def forward(self, x):
                 q, k, v = (t.reshape(B, T, H, C // H).transpose(1, 2) for t in self.c_attn(x).split(C, dim=2))
-                scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
-                future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
-                y = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+                y = causal_attention(q, k, v)
                 return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
         class Block(nn.Module):
@@ -412,9 +422,7 @@ def build(name):
                 q, k, v = (t.reshape(B, T, -1, HD).transpose(1, 2) for t in (self.wq(n1), self.wk(n1), self.wv(n1)))
                 q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
                 k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
-                scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HD))
-                future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
-                y = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+                y = causal_attention(q, k, v)
                 h = x + self.wo(y.transpose(1, 2).reshape(B, T, C))
                 n2 = self.ffn_norm(h)
                 return h + self.w2(F.silu(self.w1(n2)) * self.w3(n2))

@@ -20,4 +20,5 @@
   X(loss)                  \
   X(norm)                  \
   X(sort)                  \
-  X(resample)
+  X(resample)              \
+  X(attention)

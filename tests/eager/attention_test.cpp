@@ -125,5 +125,91 @@ TEST(Attention, ErrorsNameOp) {
   EXPECT_THROW(scaled_dot_product_attention(t.q, t.k, t.v, ones({3, 4}, kInt64)), TypeError);
 }
 
+
+// The fused rows (no mask, no dropout) against the composite, which an
+// all-true bool mask selects: several query blocks (L > 64), L != S, causal
+// and not, float64 and float32, forward and every input's gradient.
+struct FusedCase {
+  Shape q, k, v;
+  bool causal;
+};
+
+std::vector<Tensor> attention_and_grads(const FusedCase& c, DType dtype, bool composite) {
+  const Tensor q = testing::leaf(c.q, 11).to(dtype).detach().requires_grad_(true);
+  const Tensor k = testing::leaf(c.k, 12).to(dtype).detach().requires_grad_(true);
+  const Tensor v = testing::leaf(c.v, 13).to(dtype).detach().requires_grad_(true);
+  const int64_t L = c.q[c.q.size() - 2], S = c.k[c.k.size() - 2];
+  Tensor mask;
+  if (composite) mask = c.causal ? tril(ones({L, S}, kBool)) : ones({L, S}, kBool);
+  const Tensor y = scaled_dot_product_attention(q, k, v, mask, 0.0, composite ? false : c.causal);
+  const Tensor w = testing::leaf(y.shape(), 14).to(dtype);
+  sum(mul(y, w)).backward();
+  return {y.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+TEST(Attention, FusedMatchesTheComposite) {
+  const std::vector<FusedCase> cases = {
+      {{2, 3, 150, 8}, {2, 3, 150, 8}, {2, 3, 150, 5}, true},
+      {{2, 3, 150, 8}, {2, 3, 150, 8}, {2, 3, 150, 5}, false},
+      {{4, 70, 6}, {4, 90, 6}, {4, 90, 4}, false},
+      {{4, 90, 6}, {4, 70, 6}, {4, 70, 4}, true},  // rows past S see every key
+      {{5, 3}, {7, 3}, {7, 2}, true},
+  };
+  for (const FusedCase& c : cases) {
+    for (DType dtype : {kFloat64, kFloat32}) {
+      const std::vector<Tensor> fused = attention_and_grads(c, dtype, false);
+      const std::vector<Tensor> ref = attention_and_grads(c, dtype, true);
+      const double tol = dtype == kFloat64 ? 1e-12 : 2e-5;
+      for (size_t i = 0; i < fused.size(); ++i) {
+        ASSERT_TRUE(fused[i].defined()) << i;
+        EXPECT_EQ(fused[i].shape(), ref[i].shape()) << i;
+        EXPECT_TRUE(testing::allclose(fused[i], ref[i].to(kFloat64).to_vector<double>(), tol, tol))
+            << "output " << i << " of q " << shape_str(c.q) << (c.causal ? " causal " : " ") << dtype_name(dtype);
+      }
+    }
+  }
+}
+
+TEST(Attention, FusedUnderBf16AutocastRunsInBf16) {
+  const Tensor q = testing::leaf({2, 80, 8}, 1).to(kFloat32), k = testing::leaf({2, 80, 8}, 2).to(kFloat32),
+               v = testing::leaf({2, 80, 8}, 3).to(kFloat32);
+  Tensor y;
+  {
+    AutocastGuard ac(kBFloat16);
+    y = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+  }
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  const Tensor ref = scaled_dot_product_attention(q.to(kBFloat16).to(kFloat32), k.to(kBFloat16).to(kFloat32),
+                                                  v.to(kBFloat16).to(kFloat32), Tensor(), 0.0, true);
+  EXPECT_TRUE(testing::allclose(y.to(kFloat32), ref.to(kFloat64).to_vector<double>(), 1e-2, 1e-2));
+}
+
+TEST(Attention, GradcheckFusedSeveralBlocks) {
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& x) {
+        return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true);
+      },
+      {testing::leaf({1, 66, 2}, 21), testing::leaf({1, 66, 2}, 22), testing::leaf({1, 66, 2}, 23)}));
+}
+
+// The point of the fused rows: forward and backward of a (N, L, L) attention
+// never hold an (N, L, L) tensor. Storage peak of one forward and backward
+// against the bytes of one score matrix.
+TEST(Attention, FusedNeverHoldsTheScores) {
+  const int64_t N = 8, L = 256, E = 16;
+  const Tensor q = randn({N, L, E}).requires_grad_(true), k = randn({N, L, E}).requires_grad_(true),
+               v = randn({N, L, E}).requires_grad_(true);
+  remat::reset_stats();
+  const int64_t before = remat::stats().resident_bytes;
+  sum(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true)).backward();
+  const int64_t scores_bytes = N * L * L * int64_t(sizeof(float));
+  EXPECT_LT(remat::stats().peak_bytes - before, scores_bytes / 2);  // q, k, v, out and their gradients
+  // The composite (an all-true mask) does hold them.
+  remat::reset_stats();
+  const int64_t before2 = remat::stats().resident_bytes;
+  sum(scaled_dot_product_attention(q, k, v, ones({L, L}, kBool))).backward();
+  EXPECT_GT(remat::stats().peak_bytes - before2, scores_bytes);
+}
+
 }  // namespace
 }  // namespace dtr

@@ -184,13 +184,14 @@ void expect_bitwise(const ModelRun& ref, const ModelRun& got, const std::string&
 
 TEST(UserModels, EncoderUnderBf16AutocastTrainsBitwiseOrRefusesQuickly) {
   const ModelRun ref = train_encoder(std::nullopt, 3);
-  for (double f : {0.5, 0.4}) {
+  for (double f : {0.6, 0.5}) {  // of a peak without the (B·H, T, T) scores (fused attention)
     const ModelRun r = train_encoder(int64_t(double(ref.stats.peak_bytes) * f), 3);
     expect_bitwise(ref, r, "encoder at " + std::to_string(f));
     EXPECT_GT(r.stats.evictions, 0);
   }
-  // Once this thrashed (21,000 replays for 490 ops of progress, a step
-  // still running after 40 s): now it trains, or it is a typed error.
+  // Once this thrashed at 0.30 of the composite attention's peak (21,000
+  // replays for 490 ops of progress, a step still running after 40 s): now
+  // it trains, or it is a typed error.
   try {
     const ModelRun r = train_encoder(int64_t(double(ref.stats.peak_bytes) * 0.30), 3);
     expect_bitwise(ref, r, "encoder at 0.30");

@@ -75,9 +75,9 @@ void expect_bitwise(const ZooRun& ref, const ZooRun& got, const std::string& wha
   }
 }
 
-// Plain and checkpointed unlimited runs, then plain runs at 50% and 30% of
-// the unlimited peak: every one bitwise the first.
-void check_zoo_model(const std::string& name) {
+// Plain and checkpointed unlimited runs, then plain runs at fractions (50%
+// and 30%) of the unlimited peak: every one bitwise the first.
+void check_zoo_model(const std::string& name, std::vector<double> fractions = {0.5, 0.3}) {
   const ZooRun ref = train(name, std::nullopt);
   for (size_t i = 1; i < ref.losses.size(); ++i) {
     EXPECT_LT(ref.losses[i], ref.losses[0]) << name << ": training does not lower the loss";
@@ -86,7 +86,7 @@ void check_zoo_model(const std::string& name) {
   ASSERT_GT(peak, 0);
   EXPECT_EQ(ref.stats.evictions, 0);
   expect_bitwise(ref, train(name, std::nullopt, zoo::Mode::kCheckpoint), name + " checkpoint");
-  for (double fraction : {0.5, 0.3}) {
+  for (double fraction : fractions) {
     const auto budget = int64_t(double(peak) * fraction);
     const ZooRun r = train(name, budget);
     const std::string what = name + " at " + std::to_string(fraction) + " of the peak";
@@ -112,7 +112,9 @@ TEST(ZooInputs, AreLoadedConstants) {
   EXPECT_THROW(zoo::loaded(ones({2}, kFloat16), Device(kCPU)), TypeError);
 }
 
-TEST(ZooUnderBudget, Llama) { check_zoo_model("llama"); }
+// The fused attention rows hold no (B·H, T, T) scores, so the llama's peak
+// is lower and 30% of it lies below what its deepest rematerialization locks.
+TEST(ZooUnderBudget, Llama) { check_zoo_model("llama", {0.5, 0.4}); }
 TEST(ZooUnderBudget, UNetGroupNorm) { check_zoo_model("unet_gn"); }
 TEST(ZooUnderBudget, MixtureOfExperts) { check_zoo_model("moe"); }
 

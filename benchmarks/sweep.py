@@ -34,9 +34,11 @@ rounds of 5 steps after 1 warm-up (about 10 minutes on two cores).
 Writes OUT/points.csv (one row per process, with the commit, the CPU
 model and the flags), OUT/headline.csv (one row per cell) and
 OUT/headline.md (the table, stating machine, commit and method).
---callgrind adds instruction counts (valgrind --tool=callgrind, measured
-steps only) of one unbudgeted and one step at 0.5 of gpt and lstm to
-OUT/callgrind.csv: counts that do not depend on load.
+--callgrind adds instruction counts (valgrind --tool=callgrind, the measured
+step only) of one step of gpt and lstm with lineage off, unbudgeted and at
+0.5 to OUT/callgrind.csv: counts that do not depend on load (lineage's
+overhead is unbudgeted over lineage off; a budget's cost, 0.5 over
+unbudgeted).
 """
 
 import argparse
@@ -145,6 +147,8 @@ def main():
     parser.add_argument("--timeout-factor", type=float, default=25.0,
                         help="a point's limit: this × the unbudgeted point's process time (at least 60 s)")
     parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--callgrind-timeout", type=float, default=1800,
+                        help="seconds one valgrind run may take (default 1800)")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.rounds < 1:
         parser.error("--steps >= 1, --warmup >= 0 and --rounds >= 1 are required")
@@ -370,30 +374,38 @@ def write_headline(args, cells, machine, points):
 
 
 def callgrind(args, env, machine):
-    """Instructions (Ir) of one measured step of gpt and lstm, unbudgeted and at 0.5."""
+    """Instructions (Ir) of one measured step of gpt and lstm: lineage off, unbudgeted, and at 0.5."""
     rows = []
     for model in ("lstm", "gpt"):
         base = run_point([args.dtr, "--model", model, "--steps", "1", "--warmup", "1", "--threads", "1"], env, 3600)
         if base["outcome"] != "ok":
             continue
-        for ratio in (None, 0.5):
+        for setting in ("lineage off", "unbudgeted", "0.5"):
             with tempfile.TemporaryDirectory() as tmp:
                 out = os.path.join(tmp, "cg.out")
                 cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", args.dtr,
                        "--model", model, "--steps", "1", "--warmup", "1", "--threads", "1"]
-                if ratio:
-                    cmd += ["--budget", str(int(base["peak_bytes"] * ratio))]
-                proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                if setting == "lineage off":
+                    cmd += ["--lineage", "off"]
+                elif setting == "0.5":
+                    cmd += ["--budget", str(int(base["peak_bytes"] * 0.5))]
+                start = time.monotonic()
+                try:
+                    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.callgrind_timeout)
+                except subprocess.TimeoutExpired:
+                    print(f"callgrind {model} {setting}: over {args.callgrind_timeout} s, skipped", file=sys.stderr)
+                    continue
                 m = re.search(r"Collected\s*:\s*(\d+)", proc.stderr)
                 lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
                 r = json.loads(lines[-1]) if lines else {}
-                rows.append({"model": model, "ratio": ratio or 1.0, "instructions": m.group(1) if m else "",
+                rows.append({"model": model, "setting": setting, "instructions": m.group(1) if m else "",
                              "recomputed_ops": r.get("recomputed_ops", ""),
-                             "recomputed_flops": r.get("recomputed_flops", ""), "commit": machine["commit"]})
-                print(f"callgrind {model} {ratio or 1.0}: {rows[-1]['instructions']} instructions", file=sys.stderr)
+                             "recomputed_flops": r.get("recomputed_flops", ""),
+                             "seconds": f"{time.monotonic() - start:.0f}", "commit": machine["commit"]})
+                print(f"callgrind {model} {setting}: {rows[-1]['instructions']} instructions", file=sys.stderr)
     with open(os.path.join(args.out, "callgrind.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["model", "ratio", "instructions", "recomputed_ops", "recomputed_flops",
-                                          "commit"])
+        w = csv.DictWriter(f, fieldnames=["model", "setting", "instructions", "recomputed_ops", "recomputed_flops",
+                                          "seconds", "commit"])
         w.writeheader()
         w.writerows(rows)
 

@@ -22,7 +22,7 @@
 // the measured steps only.
 //
 //   ./build/benchmarks/zoo_step --model gpt [--mode plain|checkpoint]
-//       [--steps 5] [--warmup 2] [--threads 1] [--budget BYTES]
+//       [--steps 5] [--warmup 2] [--threads 1] [--budget BYTES] [--lineage on|off]
 #include <sys/resource.h>
 
 #if __has_include(<valgrind/callgrind.h>)
@@ -85,7 +85,7 @@ int64_t status_kib(const std::string& field) {
 [[noreturn]] void usage(const char* argv0, const std::string& error) {
   std::fprintf(stderr,
                "zoo_step: %s\nusage: %s --model NAME [--mode plain|checkpoint] [--steps N] [--warmup N] "
-               "[--threads N] [--budget BYTES]\n",
+               "[--threads N] [--budget BYTES] [--lineage on|off]\n",
                error.c_str(), argv0);
   std::exit(2);
 }
@@ -123,9 +123,9 @@ std::string common_fields(const dtr::zoo::ModelSpec& spec, const std::string& mo
                           std::optional<int64_t> budget) {
   return fmt::format(
       "\"model\": \"{}\", \"mode\": \"{}\", \"threads\": {}, \"heuristic\": \"{}\", \"budget_bytes\": {}, "
-      "\"parameters\": {}",
+      "\"parameters\": {}, \"lineage\": {}",
       spec.name, mode, dtr::num_threads(), dtr::heuristic_name(dtr::remat::Runtime::global().heuristic()),
-      budget ? *budget : -1, parameter_count(w));
+      budget ? *budget : -1, parameter_count(w), dtr::remat::Runtime::global().lineage_enabled());
 }
 
 }  // namespace
@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   std::string model, mode_name = "plain";
   int64_t steps = 5, warmup = 2, threads = 1;
   std::optional<int64_t> budget;
+  bool lineage = true;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") usage(argv[0], "times one zoo model");
@@ -145,14 +146,18 @@ int main(int argc, char** argv) {
     else if (flag == "--warmup") warmup = parse_positive(argv[0], flag, value, 0);
     else if (flag == "--threads") threads = parse_positive(argv[0], flag, value, 1);
     else if (flag == "--budget") budget = parse_positive(argv[0], flag, value, 1);
+    else if (flag == "--lineage" && (value == "on" || value == "off")) lineage = value == "on";
     else usage(argv[0], "unknown flag " + flag);
   }
   if (model.empty()) usage(argv[0], "--model is required");
+  if (!lineage && budget) usage(argv[0], "--lineage off cannot run under a --budget (nothing could be recomputed)");
   if (mode_name != "plain" && mode_name != "checkpoint") usage(argv[0], "--mode must be plain or checkpoint");
   const auto mode = mode_name == "plain" ? dtr::zoo::Mode::kPlain : dtr::zoo::Mode::kCheckpoint;
   try {
     const dtr::zoo::ModelSpec& spec = dtr::zoo::find_model(model);
     dtr::set_num_threads(int(threads));
+    // --lineage off: ops record no lineage (the baseline of lineage's overhead).
+    dtr::remat::Runtime::global().set_lineage_enabled(lineage);
     const std::unique_ptr<dtr::zoo::Workload> workload = spec.make(/*seed=*/0);
     const int64_t rss_base = max_rss_kib();
     dtr::remat::set_memory_budget(budget);

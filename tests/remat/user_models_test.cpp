@@ -61,6 +61,25 @@ class Encoder : public nn::Module {
   std::shared_ptr<nn::Linear> head;
 };
 
+// `steps` training steps of `model` under `budget`: zero_grad, loss_of(step),
+// backward, step; the losses, the final parameters and the runtime's stats.
+ModelRun run_steps(nn::Module& model, optim::Optimizer& opt, std::optional<int64_t> budget, int steps,
+                   const std::function<Tensor(int)>& loss_of) {
+  ModelRun r;
+  remat::reset_stats();
+  BudgetScope scope(budget);
+  for (int step = 0; step < steps; ++step) {
+    opt.zero_grad();
+    const Tensor loss = loss_of(step);
+    r.losses.push_back(loss.item<float>());
+    loss.backward();
+    opt.step();
+  }
+  for (const Tensor& p : model.parameters()) r.params.push_back(p.to_vector<float>());
+  r.stats = remat::stats();
+  return r;
+}
+
 Tensor token_ids(int64_t batch, int64_t seq, int64_t vocab, int step, int64_t offset) {
   std::vector<int64_t> v(size_t(batch * seq));
   for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 7 + size_t(step) * 3 + size_t(offset)) % size_t(vocab));
@@ -73,24 +92,11 @@ ModelRun train_encoder(std::optional<int64_t> budget, int steps) {
   manual_seed(11);
   Encoder model(V, D, H, L);
   optim::AdamW opt(model.parameters(), optim::AdamWOptions(1e-3));
-  ModelRun r;
-  remat::reset_stats();
-  BudgetScope scope(budget);
-  for (int step = 0; step < steps; ++step) {
-    opt.zero_grad();
-    Tensor loss;
-    {
-      AutocastGuard ac(kBFloat16);
-      Tensor logits = model.forward(token_ids(B, T, V, step, 0));
-      loss = cross_entropy(logits.view({B * T, V}).to(kFloat32), token_ids(B, T, V, step, 1).view({B * T}));
-    }
-    r.losses.push_back(loss.item<float>());
-    loss.backward();
-    opt.step();
-  }
-  for (const Tensor& p : model.parameters()) r.params.push_back(p.to_vector<float>());
-  r.stats = remat::stats();
-  return r;
+  return run_steps(model, opt, budget, steps, [&](int step) {
+    AutocastGuard ac(kBFloat16);
+    const Tensor logits = model.forward(token_ids(B, T, V, step, 0));
+    return cross_entropy(logits.view({B * T, V}).to(kFloat32), token_ids(B, T, V, step, 1).view({B * T}));
+  });
 }
 
 // A small ResNet: a stem, 3 stages of 2 basic blocks (conv, batch norm,
@@ -156,20 +162,8 @@ ModelRun train_resnet(std::optional<int64_t> budget, int steps) {
   }
   std::vector<int64_t> t(static_cast<size_t>(N));
   for (size_t i = 0; i < t.size(); ++i) t[i] = int64_t(i * 3 % 10);
-  Tensor target = from_vector(t, {N});
-  ModelRun r;
-  remat::reset_stats();
-  BudgetScope scope(budget);
-  for (int step = 0; step < steps; ++step) {
-    opt.zero_grad();
-    Tensor loss = cross_entropy(model.forward(x), target);
-    r.losses.push_back(loss.item<float>());
-    loss.backward();
-    opt.step();
-  }
-  for (const Tensor& p : model.parameters()) r.params.push_back(p.to_vector<float>());
-  r.stats = remat::stats();
-  return r;
+  const Tensor target = from_vector(t, {N});
+  return run_steps(model, opt, budget, steps, [&](int) { return cross_entropy(model.forward(x), target); });
 }
 
 void expect_bitwise(const ModelRun& ref, const ModelRun& got, const std::string& what) {

@@ -171,7 +171,7 @@ def main():
 
     fields = ["model", "library", "variant", "heuristic", "ratio", "round", "outcome", "budget_bytes", "peak_bytes",
               "resident_between_steps", "rss_peak_delta_mib", "cpu_ms", "wall_ms", "evictions", "recomputed_ops",
-              "recomputed_flops", "max_replay_ratio", "version", "seconds", "error", "commit", "cpu", "cpu_flags", "steps", "warmup"]
+              "recomputed_flops", "step_flops", "max_replay_ratio", "version", "seconds", "error", "commit", "cpu", "cpu_flags", "steps", "warmup"]
     points_path = os.path.join(args.out, "points.csv")
     points = []
     with open(points_path, "w", newline="") as f:
@@ -187,7 +187,8 @@ def main():
                    "wall_ms": " ".join(f"{x:.3f}" for x in r.get("wall_ms", [])),
                    "evictions": r.get("evictions", ""), "recomputed_ops": r.get("recomputed_ops", ""),
                    "recomputed_flops": r.get("recomputed_flops", ""),
-                   "max_replay_ratio": r.get("max_replay_ratio", ""), "version": r.get("version", ""),
+                   "step_flops": r.get("step_flops", ""), "max_replay_ratio": r.get("max_replay_ratio", ""),
+                   "version": r.get("version", ""),
                    "seconds": fmt(r["seconds"], 1), "error": r.get("error", "")[:300], "steps": args.steps,
                    "warmup": warmup, **{k: machine[k] for k in ("commit", "cpu", "cpu_flags")}}
             writer.writerow(row)

@@ -13,7 +13,7 @@
 // it through /proc/self/clear_refs before the first measured step; null where
 // the kernel refuses the reset), the resident set size right before that step
 // (rss_before_steps_kib) and, per measured step, the evictions, replayed ops
-// and replayed FLOPs. The heuristic is DTR_HEURISTIC's (default dtr_eq).
+// and replayed FLOPs, and the FLOPs of the ops the step issued (step_flops). The heuristic is DTR_HEURISTIC's (default dtr_eq).
 // Under a --budget (bytes) that is infeasible it prints {"outcome": "oom",
 // "error": ...} ("thrash" where the thrash guard gave up) and exits with 3. pytorch_zoo.py and sweep.py run it beside
 // the PyTorch version of each model so both libraries are measured the same
@@ -192,13 +192,13 @@ int main(int argc, char** argv) {
                       "\"median_cpu_ms\": {:.3f}, \"min_cpu_ms\": {:.3f}, \"loss\": {:.6f}, \"peak_bytes\": {}, "
                       "\"resident_between_steps\": {}, \"rss_base_kib\": {}, \"rss_peak_delta_kib\": {}, "
                       "\"rss_steps_peak_delta_kib\": {}, \"rss_before_steps_kib\": {}, \"evictions\": {:.1f}, "
-                      "\"recomputed_ops\": {:.1f}, \"recomputed_flops\": {:.6g}, \"max_replay_ratio\": {:.3f}}}",
+                      "\"recomputed_ops\": {:.1f}, \"recomputed_flops\": {:.6g}, \"step_flops\": {:.6g}, \"max_replay_ratio\": {:.3f}}}",
                       DTR_VERSION_STRING, common_fields(spec, mode_name, *workload, budget), steps, warmup,
                       workload->parameter_bytes(), json_list(t.cpu_ms), json_list(t.wall_ms),
                       json_list(warmup_ms), t.median_ms, t.min_ms, t.median_cpu_ms, t.min_cpu_ms, t.loss,
                       st.peak_bytes, between_steps, rss_base, run_peak - rss_base, steps_peak_delta, rss_before,
                       double(st.evictions) / double(steps), double(st.recomputed_ops) / double(steps),
-                      st.recomputed_flops / double(steps), st.max_replay_ratio)
+                      st.recomputed_flops / double(steps), st.fresh_flops / double(steps), st.max_replay_ratio)
                       .c_str());
       dtr::remat::Runtime::global().flush_trace();
     } catch (const dtr::OutOfMemoryError& e) {

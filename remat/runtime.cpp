@@ -1355,6 +1355,7 @@ void Runtime::record(const std::shared_ptr<Node>& node) {
   std::lock_guard lock(impl_->mu);
   node->tick = ++impl_->clock;
   impl_->count_fresh(impl_->memory(node->device), node->cost_seconds);
+  impl_->memory(node->device).stats.fresh_flops += node->flops;
   const bool reads_borrowed = std::any_of(node->inputs.begin(), node->inputs.end(),
                                           [](const auto& in) {
                                             const StorageState* s = find_state(*in);

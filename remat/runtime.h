@@ -45,6 +45,7 @@ struct Stats {
   int64_t rematerializations = 0;    // storages recomputed
   int64_t recomputed_ops = 0;        // op replays
   double recomputed_flops = 0;       // sum of replayed ops' estimated FLOPs
+  double fresh_flops = 0;            // the same for the ops the program issued (lineage recorded)
   double recompute_seconds_estimated = 0;  // sum of replayed ops' estimated cost
   double recompute_seconds_measured = 0;   // wall time spent replaying
   // The host tier (Note [host tier]). On a device with a host link:

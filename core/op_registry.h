@@ -64,6 +64,9 @@ struct KernelContext {
   std::span<const TensorArg> outputs;
   const Attrs& attrs;
   RngState rng;  // meaningful for ops flagged `random`
+  /// The device the operands are on (a backend with several devices, such
+  /// as CUDA, runs the kernel there).
+  Device device;
 };
 using KernelFn = void (*)(const KernelContext&);
 

@@ -587,7 +587,7 @@ EnvironmentReport& environment_report() {
 
 /// Variables with the DTR_ prefix that the project's own test programs read
 /// (tests/): not options, but not misspellings either.
-constexpr std::array<std::string_view, 3> kToolVariables = {"DTR_EXAMPLES_DIR", "DTR_GOLDEN_FILE",
+constexpr std::array<std::string_view, 4> kToolVariables = {"DTR_EXAMPLES_DIR", "DTR_GOLDEN_FILE", "DTR_TEST_DEVICE_KERNELS",
                                                             "DTR_DIFF_PROGRAMS"};
 
 /// Levenshtein distance (insertions, deletions, substitutions).

@@ -9,6 +9,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/host_device.h"
+
+// The generator is one function on host and device (DTR_HOST_DEVICE):
+// cuda/elementwise.cu draws the same bits as the CPU kernels.
 namespace dtr {
 
 struct RngState {
@@ -18,7 +22,7 @@ struct RngState {
 };
 
 /// Four 32-bit outputs for counter `ctr` (128 bits) and key `seed` (64 bits).
-inline std::array<uint32_t, 4> philox4x32_10(uint64_t seed, uint64_t ctr_lo, uint64_t ctr_hi = 0) {
+DTR_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32_10(uint64_t seed, uint64_t ctr_lo, uint64_t ctr_hi = 0) {
   uint32_t c0 = uint32_t(ctr_lo), c1 = uint32_t(ctr_lo >> 32);
   uint32_t c2 = uint32_t(ctr_hi), c3 = uint32_t(ctr_hi >> 32);
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
@@ -42,7 +46,7 @@ inline std::array<uint32_t, 4> philox4x32_10(uint64_t seed, uint64_t ctr_lo, uin
 }
 
 /// The 32-bit draw number `i` of the stream starting at `state.offset`.
-inline uint32_t philox_u32(const RngState& state, uint64_t i) {
+DTR_HOST_DEVICE inline uint32_t philox_u32(const RngState& state, uint64_t i) {
   const uint64_t n = state.offset + i;
   return philox4x32_10(state.seed, n / 4)[n % 4];
 }
@@ -72,10 +76,10 @@ class PhiloxStream {
 };
 
 /// Uniform float in [0, 1) with 24 random bits (like torch.rand).
-inline float u32_to_uniform(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }
+DTR_HOST_DEVICE inline float u32_to_uniform(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }
 
 /// Standard normal from two 32-bit draws (Box-Muller), float32 precision.
-inline float box_muller(uint32_t a, uint32_t b) {
+DTR_HOST_DEVICE inline float box_muller(uint32_t a, uint32_t b) {
   const float u1 = (float(a >> 8) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]
   const float u2 = float(b >> 8) * (1.0f / 16777216.0f);
   return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.283185307179586f * u2);

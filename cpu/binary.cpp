@@ -17,45 +17,11 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/integer_math.h"
 #include "cpu/elementwise.h"
 
 namespace dtr::cpu {
 namespace {
-
-// ---- integer-safe arithmetic (two's complement wrap instead of UB) -------------
-
-template <typename C>
-C wrap_add(C a, C b) {
-  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) + uint64_t(b));
-  else return a + b;
-}
-template <typename C>
-C wrap_sub(C a, C b) {
-  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) - uint64_t(b));
-  else return a - b;
-}
-template <typename C>
-C wrap_mul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) * uint64_t(b));
-  else return a * b;
-}
-
-// Integer power by squaring; negative exponents give 0 except for bases 1
-// and -1 (PyTorch's powi).
-inline int64_t ipow(int64_t base, int64_t exp) {
-  if (exp < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exp % 2 != 0) ? -1 : 1;
-    return 0;
-  }
-  uint64_t result = 1, b = uint64_t(base);
-  while (exp != 0) {
-    if (exp & 1) result *= b;
-    b *= b;
-    exp >>= 1;
-  }
-  return int64_t(result);
-}
 
 // std::max / std::min, but a NaN operand wins (torch.maximum/minimum).
 // Branch-free selects so the loops vectorize.

@@ -171,7 +171,7 @@ void run_in_float32(const KernelContext& ctx, KernelFn kernel) {
   for (size_t i = 0; i < outs.size(); ++i) {
     if (is_half(outs[i].dtype)) outs[i] = float32_arg(ctx.outputs[i], out_bufs[i]);
   }
-  kernel(KernelContext{ins, outs, ctx.attrs, ctx.rng});
+  kernel(KernelContext{ins, outs, ctx.attrs, ctx.rng, ctx.device});
   for (size_t i = 0; i < outs.size(); ++i) {
     if (is_half(ctx.outputs[i].dtype)) float32_to_half(out_bufs[i].data(), ctx.outputs[i]);
   }

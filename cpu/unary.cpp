@@ -15,6 +15,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/integer_math.h"
 #include "cpu/elementwise.h"
 #include "cpu/vec_math.h"
 
@@ -37,15 +38,6 @@ template <typename C>
 C erf_of(C x) {
   if constexpr (std::is_same_v<C, float>) return vec_math::erf(x);
   else return std::erf(x);
-}
-
-template <typename C>
-C negate(C x) {
-  if constexpr (std::is_integral_v<C>) {
-    return C(uint64_t{0} - uint64_t(x));  // wraps like PyTorch's integer negation
-  } else {
-    return -x;
-  }
 }
 
 // ---- forward kernels: out = f(x) ----------------------------------------------

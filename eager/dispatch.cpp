@@ -68,7 +68,7 @@ void run_kernel(const OpDef& op, Device device, std::span<Storage* const> in_sto
     copy_across(in_args[0], in_metas[0].device, out_args[0], out_metas[0].device);
     return;
   }
-  kernel(KernelContext{in_args, out_args, attrs, rng});
+  kernel(KernelContext{in_args, out_args, attrs, rng, device});
 }
 
 // Autocast: cast floating inputs to the dtype the op's policy asks for.

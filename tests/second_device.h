@@ -11,8 +11,15 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "core/backend.h"
 #include "core/op_registry.h"
+#if DTR_HAVE_CUDA
+#include "cuda/emulation.h"
+#endif
 
 namespace dtr::testing {
 
@@ -43,6 +50,19 @@ class SecondDeviceAllocator final : public Allocator {
 struct SecondDeviceCounters {
   std::atomic<int64_t> from_host{0}, to_host{0}, device{0};
 };
+
+/// With DTR_TEST_DEVICE_KERNELS=cuda (in a build with the CUDA backend), the
+/// device runs the CUDA kernels under host emulation wherever one exists
+/// (Note [host emulation of CUDA kernels]); these are their ops, else empty.
+inline std::vector<std::string>& second_device_cuda_ops() {
+  static auto* ops = new std::vector<std::string>;
+  return *ops;
+}
+/// Whether DTR_TEST_DEVICE_KERNELS asks for the CUDA kernels.
+inline bool second_device_wants_cuda_kernels() {
+  const char* v = std::getenv("DTR_TEST_DEVICE_KERNELS");
+  return v != nullptr && std::string_view(v) == "cuda";
+}
 
 inline SecondDeviceAllocator& second_device_allocator(int index) {
   static SecondDeviceAllocator* a = new SecondDeviceAllocator[kSecondDeviceCount];
@@ -84,6 +104,9 @@ inline Device second_device(int index = 0) {
     b.register_kernels = [] {
       for (const auto& row : OpRegistry::instance().ops())
         row->kernels[size_t(kPrivateUse1)] = row->kernels[size_t(kCPU)];
+#if DTR_HAVE_CUDA
+      if (second_device_wants_cuda_kernels()) second_device_cuda_ops() = cuda::bind_emulated_kernels(kPrivateUse1);
+#endif
     };
     b.host_accessible = false;
     register_backend(b);

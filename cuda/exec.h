@@ -1,0 +1,51 @@
+// What host code hands a CUDA kernel, in types nvcc's front end and g++ both
+// read: no fmt, no Abseil (the kernels in cuda/*.cu include only this,
+// cuda/launch.cuh and the CUDA headers; cuda/*.cpp turn KernelContext into
+// these and raise the typed errors).
+//
+// Every kernel body is a __host__ __device__ function of one index, so the
+// same code runs as a CUDA grid on a device or as a plain host loop over host
+// memory (Note [host emulation of CUDA kernels]). The emulation is how the
+// kernels' indexing, broadcasting, dtype conversion and math are tested on a
+// machine without a GPU: the conformance harness runs them on the test
+// device (tests/second_device.h) against PyTorch's values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace dtr::cuda {
+
+/// Where a launch runs: `stream` (a cudaStream_t) on the current device, or,
+/// when `emulate` is set, on the host over host memory, one index at a time
+/// in increasing order.
+struct Exec {
+  void* stream = nullptr;
+  bool emulate = false;
+};
+
+/// Dims an elementwise layout keeps after merging (cpu/elementwise.h merges
+/// the same way); more is a NotImplementedError of the wrapper.
+inline constexpr int kMaxDims = 8;
+
+/// N operands (output first) over one iteration space: sizes outermost
+/// first, byte strides per operand, element dtypes per operand.
+template <int N>
+struct ElementwiseLayout {
+  int ndim = 0;
+  int64_t numel = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+  std::byte* data[N] = {};
+  DType dtype[N] = {};
+};
+
+/// Throws the typed error for a failed CUDA call `what` (cuda/runtime.cpp):
+/// OutOfMemoryError for cudaErrorMemoryAllocation, DeviceError otherwise.
+[[noreturn]] void throw_cuda_error(int error, const char* what, const char* file, int line);
+/// Checks the last launch on the calling thread (cudaGetLastError).
+void check_launch(const char* kernel);
+
+}  // namespace dtr::cuda

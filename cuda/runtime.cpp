@@ -1,0 +1,299 @@
+// The CUDA backend (core/backend.h): devices through the CUDA runtime,
+// memory from a caching allocator per device, copies and kernels on the
+// device's legacy default stream, a roofline from the device's attributes,
+// CUDA events for measured costs. Registered when libdtr loads, with or
+// without a driver: without one device_count() is 0, every CPU path works,
+// and a CUDA device is a DeviceError ("cuda:0: 0 cuda devices present (no
+// driver or no device)").
+#include "cuda/runtime.h"
+
+#include <absl/container/flat_hash_map.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/allocator.h"
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace dtr::cuda {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+}  // namespace
+
+void check(cudaError_t rc, const char* what) {
+  if (rc == cudaSuccess) [[likely]] return;
+  throw_cuda_error(int(rc), what, nullptr, 0);
+}
+
+void throw_cuda_error(int error, const char* what, const char* file, int line) {
+  const auto rc = cudaError_t(error);
+  (void)cudaGetLastError();  // clear a sticky launch error so later calls report their own
+  std::string where = file != nullptr ? fmt::format(" ({}:{})", file, line) : std::string();
+  std::string msg = fmt::format("{} failed: {} ({}){}", what, cudaGetErrorString(rc), cudaGetErrorName(rc), where);
+  if (rc == cudaErrorMemoryAllocation) throw OutOfMemoryError(std::move(msg));
+  throw DeviceError(std::move(msg));
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess) [[unlikely]]
+    throw_cuda_error(int(rc), fmt::format("launch of CUDA kernel {}", kernel).c_str(), nullptr, 0);
+}
+
+int device_count() {
+  static const int n = [] {
+    int count = 0;
+    const cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      logger().debug("CUDA: no device usable ({}: {})", cudaGetErrorName(rc), cudaGetErrorString(rc));
+      return 0;
+    }
+    return std::min(count, kMaxDevices);
+  }();
+  return n;
+}
+
+void set_device(int index) {
+  thread_local int current = -1;
+  if (current == index) return;
+  DTR_CUDA_CHECK(cudaSetDevice(index));
+  current = index;
+}
+
+Exec exec_for(Device device) {
+  if (device.type != DeviceType::kCUDA) return Exec{.stream = nullptr, .emulate = true};
+  set_device(device.index);
+  return Exec{.stream = nullptr, .emulate = false};  // the legacy default stream
+}
+
+// ---- the kernel table -----------------------------------------------------------
+
+namespace {
+
+struct KernelEntry {
+  KernelFn fn = nullptr;
+  bool emulatable = false;
+};
+
+struct KernelTable {
+  std::mutex mu;
+  absl::flat_hash_map<std::string, KernelEntry> entries;
+};
+
+KernelTable& kernel_table() {
+  static KernelTable* t = new KernelTable;  // never destroyed
+  return *t;
+}
+
+}  // namespace
+
+void set_cuda_kernel(std::string_view name, KernelFn fn, bool emulatable) {
+  OpRegistry::instance().set_kernel(name, DeviceType::kCUDA, fn);
+  KernelTable& t = kernel_table();
+  std::lock_guard lock(t.mu);
+  t.entries[std::string(name)] = KernelEntry{fn, emulatable};
+}
+
+std::vector<std::string> bind_emulated_kernels(DeviceType type) {
+  KernelTable& t = kernel_table();
+  std::lock_guard lock(t.mu);
+  std::vector<std::string> names;
+  for (const auto& [name, e] : t.entries) {
+    if (!e.emulatable) continue;
+    OpRegistry::instance().set_kernel(name, type, e.fn);
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> ops_with_cuda_kernels() {
+  KernelTable& t = kernel_table();
+  std::lock_guard lock(t.mu);
+  std::vector<std::string> names;
+  for (const auto& [name, e] : t.entries) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// ---- memory -----------------------------------------------------------------------
+
+namespace {
+
+/// cudaMalloc/cudaFree on one device, no cache.
+class DeviceAllocator final : public Allocator {
+ public:
+  explicit DeviceAllocator(int index) : index_(index) {}
+  void* allocate(size_t nbytes) override {
+    set_device(index_);
+    void* p = nullptr;
+    const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(nbytes, 1));
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;  // the runtime evicts and retries, then raises OutOfMemoryError
+    }
+    return p;
+  }
+  void deallocate(void* p, size_t) override {
+    set_device(index_);
+    // A failure here means the context is gone (process exit): nothing to free.
+    if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+  }
+
+ private:
+  int index_;
+};
+
+Allocator* allocator_of(int index) {
+  static std::array<std::unique_ptr<DeviceAllocator>, kMaxDevices>* allocators = [] {
+    auto* a = new std::array<std::unique_ptr<DeviceAllocator>, kMaxDevices>;  // never destroyed
+    for (int i = 0; i < device_count(); ++i) (*a)[size_t(i)] = std::make_unique<DeviceAllocator>(i);
+    return a;
+  }();
+  return (*allocators)[size_t(index)].get();
+}
+
+int64_t memory_bytes_of(int index) {
+  set_device(index);
+  size_t free = 0, total = 0;
+  DTR_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return int64_t(total);
+}
+
+// ---- copies ---------------------------------------------------------------------
+// On the legacy default stream, after the work queued there; each waits for
+// its copy, since the host side (a pageable buffer) may go once it returns.
+
+void copy_from_host(int index, void* dst, const void* src, size_t n) {
+  if (n == 0) return;
+  set_device(index);
+  DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cudaStreamLegacy));
+  DTR_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
+void copy_to_host(int index, void* dst, const void* src, size_t n) {
+  if (n == 0) return;
+  set_device(index);
+  DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cudaStreamLegacy));
+  DTR_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
+void copy_device(int dst_index, void* dst, int src_index, const void* src, size_t n) {
+  if (n == 0) return;
+  if (dst_index == src_index) {
+    set_device(dst_index);
+    DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cudaStreamLegacy));
+    return;  // stream-ordered before the device's later work
+  }
+  // Across devices: both devices' queued work first, then the peer copy.
+  set_device(src_index);
+  DTR_CUDA_CHECK(cudaDeviceSynchronize());
+  set_device(dst_index);
+  DTR_CUDA_CHECK(cudaMemcpyPeer(dst, dst_index, src, src_index, n));
+  DTR_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void synchronize(int index) {
+  set_device(index);
+  DTR_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
+// ---- costs ----------------------------------------------------------------------
+
+int attribute(cudaDeviceAttr attr, int index) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, attr, index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return v;
+}
+
+/// Note [scores]: the device's FP32 rate (SMs x FP32 lanes per SM x 2 x
+/// clock; TF32 is off by default) and its DRAM bandwidth (from the memory
+/// clock and bus width where the driver reports them, else by generation),
+/// 5 us per kernel launch.
+Roofline roofline_of(int index) {
+  const int major = attribute(cudaDevAttrComputeCapabilityMajor, index);
+  const int sms = attribute(cudaDevAttrMultiProcessorCount, index);
+  const int clock_khz = attribute(cudaDevAttrClockRate, index);
+  const int mem_khz = attribute(cudaDevAttrMemoryClockRate, index);
+  const int bus_bits = attribute(cudaDevAttrGlobalMemoryBusWidth, index);
+  // FP32 lanes per SM: 64 on sm_80 (A100), 128 on sm_86/89 and sm_90.
+  const int minor = attribute(cudaDevAttrComputeCapabilityMinor, index);
+  const double lanes = (major == 8 && minor == 0) ? 64 : 128;
+  double flops = double(sms) * lanes * 2 * double(clock_khz) * 1e3;
+  double bandwidth = 2.0 * double(mem_khz) * 1e3 * double(bus_bits) / 8;
+  if (flops <= 0) flops = major >= 9 ? 60e12 : 19.5e12;
+  if (bandwidth <= 0) bandwidth = major >= 9 ? 3.35e12 : 1.6e12;
+  return Roofline{.peak_flops = flops, .bandwidth = bandwidth, .launch_seconds = 5e-6};
+}
+
+// ---- timer (DTR_COST=measured) -----------------------------------------------------
+
+struct EventPair {
+  cudaEvent_t start = nullptr;
+};
+
+uint64_t timer_start(int index) {
+  set_device(index);
+  auto* e = new EventPair;
+  DTR_CUDA_CHECK(cudaEventCreate(&e->start));
+  DTR_CUDA_CHECK(cudaEventRecord(e->start, cudaStreamLegacy));
+  return reinterpret_cast<uint64_t>(e);
+}
+
+double timer_elapsed(int index, uint64_t token) {
+  std::unique_ptr<EventPair> e(reinterpret_cast<EventPair*>(token));
+  set_device(index);
+  cudaEvent_t stop = nullptr;
+  DTR_CUDA_CHECK(cudaEventCreate(&stop));
+  DTR_CUDA_CHECK(cudaEventRecord(stop, cudaStreamLegacy));
+  DTR_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  DTR_CUDA_CHECK(cudaEventElapsedTime(&ms, e->start, stop));
+  (void)cudaEventDestroy(stop);
+  (void)cudaEventDestroy(e->start);
+  return double(ms) * 1e-3;
+}
+
+Backend cuda_backend() {
+  Backend b;
+  b.name = "cuda";
+  b.type = kCUDA;
+  b.device_count = device_count;
+  b.allocator = allocator_of;
+  b.memory_bytes = memory_bytes_of;
+  b.copy_from_host = copy_from_host;
+  b.copy_to_host = copy_to_host;
+  b.copy_device = copy_device;
+  b.synchronize = synchronize;
+  b.roofline = roofline_of;
+  b.timer_start = timer_start;
+  b.timer_elapsed = timer_elapsed;
+  // Note [host tier]: a PCIe 5.0 x16 link from pageable memory, copies
+  // synchronous (on the compute stream).
+  b.host_link = [](int) { return HostLink{.bandwidth = 25e9, .latency_seconds = 1e-5}; };
+  b.register_kernels = register_kernels;
+  b.host_accessible = false;
+  return b;
+}
+
+[[maybe_unused]] const bool g_registered = [] {
+  register_backend(cuda_backend());
+  return true;
+}();
+
+}  // namespace
+}  // namespace dtr::cuda

@@ -1,0 +1,49 @@
+// The CUDA backend's host side (cuda/runtime.cpp): devices, the one stream
+// per device, error mapping, library handles, and the table of CUDA kernels
+// (DESIGN.md "The CUDA backend"). Read by cuda/*.cpp only; nvcc never sees
+// it (kernels in cuda/*.cu include cuda/exec.h).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device.h"
+#include "core/op_registry.h"
+#include "cuda/emulation.h"
+#include "cuda/exec.h"
+
+namespace dtr::cuda {
+
+/// CUDA devices present (0 without a driver or a device; the reason is
+/// logged once at debug level). Cached after the first call.
+int device_count();
+
+/// Where a kernel for operands on `device` runs: on a CUDA device, that
+/// device made current and its stream (the legacy default stream: the NCCL
+/// backend's collectives order themselves after it); on any other device
+/// type, host emulation over host memory (Note [host emulation of CUDA
+/// kernels]).
+Exec exec_for(Device device);
+
+/// Makes device `index` current on the calling thread (cudaSetDevice, skipped
+/// when it already is).
+void set_device(int index);
+
+/// Throws for a failed CUDA call: OutOfMemoryError for an allocation
+/// failure, DeviceError naming `what` and CUDA's message otherwise.
+void check(cudaError_t rc, const char* what);
+#define DTR_CUDA_CHECK(expr) ::dtr::cuda::check((expr), #expr)
+
+/// Binds `fn` as the CUDA kernel of op `name`. `emulatable`: its work is all
+/// cuda/launch.cuh bodies (no cuBLAS or cuDNN call), so it also runs under
+/// host emulation.
+void set_cuda_kernel(std::string_view name, KernelFn fn, bool emulatable);
+
+/// Binds every CUDA kernel into the op rows (cuda/register.cpp): the
+/// backend's register_kernels slot.
+void register_kernels();
+
+}  // namespace dtr::cuda

@@ -1,0 +1,108 @@
+// The CUDA backend without a GPU, and its kernels under host emulation
+// (Note [host emulation of CUDA kernels]). With a device present the GPU
+// checks of scripts/gpu-check.sh run instead of the no-device ones.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "dtr/dtr.h"
+#include "second_device.h"
+#include "tests/testing.h"
+
+namespace dtr {
+namespace {
+
+#if DTR_HAVE_CUDA
+
+int cuda_devices() { return find_backend(kCUDA)->device_count(); }
+
+TEST(CudaBackend, IsRegisteredWithOrWithoutADevice) {
+  const Backend* b = find_backend(kCUDA);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->name, "cuda");
+  EXPECT_FALSE(b->host_accessible);
+  EXPECT_GE(b->device_count(), 0);
+}
+
+TEST(CudaBackend, WithoutADeviceToCudaIsADeviceErrorAndTheCpuWorks) {
+  if (cuda_devices() > 0) GTEST_SKIP() << "a CUDA device is present: scripts/gpu-check.sh tests it";
+  Tensor x = ones({2, 3});
+  try {
+    (void)x.to(Device(kCUDA));
+    FAIL() << "to(cuda) without a device did not throw";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0: 0 cuda devices present"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)zeros({4}, TensorOptions().device(Device(kCUDA))), DeviceError);
+  // Nothing CPU-side is disturbed: the default device is the CPU.
+  EXPECT_EQ(default_device(), Device(kCPU));
+  EXPECT_EQ((x + x).sum().item<float>(), 12.0f);
+}
+
+// ---- the kernels under host emulation ---------------------------------------------
+
+bool emulating() { return !testing::second_device_cuda_ops().empty(); }
+
+#define SKIP_UNLESS_EMULATING()                                                                  \
+  do {                                                                                          \
+    (void)zeros({1}, TensorOptions().device(testing::second_device())); /* binds the kernels */ \
+    if (!emulating()) GTEST_SKIP() << "run with DTR_TEST_DEVICE_KERNELS=cuda (ctest cuda.emulated)"; \
+  } while (0)
+
+TEST(CudaEmulation, BindsEveryCudaKernelThatRunsWithoutALibraryCall) {
+  SKIP_UNLESS_EMULATING();
+  const std::vector<std::string>& bound = testing::second_device_cuda_ops();
+  for (const char* op : {"add", "mul_scalar", "where", "to_dtype", "rand", "gelu_backward"})
+    EXPECT_TRUE(std::binary_search(bound.begin(), bound.end(), std::string(op))) << op;
+  const std::vector<std::string> all = cuda::ops_with_cuda_kernels();
+  EXPECT_LE(bound.size(), all.size());
+  // Every primitive row's kernel on the test device is the CUDA one where
+  // the CUDA backend has an emulatable kernel.
+  for (const std::string& op : bound) {
+    const OpDef& row = OpRegistry::instance().get(op);
+    EXPECT_EQ(row.kernels[size_t(kPrivateUse1)], row.kernels[size_t(kCUDA)]) << op;
+  }
+}
+
+TEST(CudaEmulation, BroadcastingStridedMixedDtypeBinaryMatchesTheCpu) {
+  SKIP_UNLESS_EMULATING();
+  const Device d = testing::second_device();
+  Tensor a = arange(0, 24, 1, TensorOptions(kFloat32)).reshape({2, 3, 4}).transpose(0, 2);  // (4, 3, 2) strided
+  Tensor b = arange(1, 3, 1, TensorOptions(kInt64)).reshape({1, 1, 2});
+  Tensor cpu = a * b + 0.5;
+  Tensor dev = (a.to(d) * b.to(d) + 0.5).to(Device(kCPU));
+  EXPECT_EQ(dev.dtype(), kFloat32);
+  EXPECT_TRUE(testing::bitwise_equal(dev, cpu));
+}
+
+TEST(CudaEmulation, PhiloxDrawsAreTheCpusBitForBit) {
+  SKIP_UNLESS_EMULATING();
+  const Device d = testing::second_device();
+  manual_seed(1234);
+  Tensor cpu_u = rand({1000});
+  Tensor cpu_i = randint(-5, 7, {1000});
+  manual_seed(1234);
+  Tensor dev_u = rand({1000}, TensorOptions().device(d)).to(Device(kCPU));
+  Tensor dev_i = randint(-5, 7, {1000}, TensorOptions().device(d)).to(Device(kCPU));
+  EXPECT_TRUE(testing::bitwise_equal(dev_u, cpu_u));
+  EXPECT_TRUE(testing::bitwise_equal(dev_i, cpu_i));
+  // Normal draws: the same Philox bits through Box-Muller; glibc's log and
+  // cos against CUDA's agree to float32 rounding.
+  manual_seed(99);
+  Tensor cpu_n = randn({1000});
+  manual_seed(99);
+  Tensor dev_n = randn({1000}, TensorOptions().device(d)).to(Device(kCPU));
+  EXPECT_TRUE(testing::allclose(dev_n, cpu_n.to_vector<double>(), 1e-6, 1e-6));
+}
+
+#else
+
+TEST(CudaBackend, NotBuilt) { GTEST_SKIP() << "built without the CUDA backend (DTR_CUDA=OFF or no nvcc)"; }
+
+#endif
+
+}  // namespace
+}  // namespace dtr

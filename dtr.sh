@@ -80,7 +80,13 @@ python_env() {
 configure_and_build() {
   local dir=$1
   shift
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
+  local launcher=()
+  # ccache, where installed, for C++ and CUDA alike (a rebuild after a small
+  # change then costs what the change costs).
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "$@"
   cmake --build "$dir" -j"$JOBS"
 }
 
@@ -117,8 +123,11 @@ test_all() {
   log "Python tests (pytest)"
   python_tests
   log "build with DTR_SANITIZE=ON in build-asan/"
+  # Without the CUDA backend: its host code is the Release build's (tested
+  # there, kernels under host emulation), and nvcc's objects are not
+  # instrumented anyway.
   configure_and_build build-asan -DDTR_SANITIZE=ON -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF \
-    -DDTR_BUILD_PYTHON=OFF
+    -DDTR_BUILD_PYTHON=OFF -DDTR_CUDA=OFF
   log "tests (AddressSanitizer + UBSan)"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
@@ -206,7 +215,7 @@ bench_sweep() {
 # fuzz [SECONDS [TARGET...]]: tests/fuzz/ (libFuzzer, clang only).
 fuzz() {
   setup clang libfuzzer-14-dev
-  CC=clang CXX=clang++ configure_and_build build-fuzz -DDTR_BUILD_FUZZERS=ON -DDTR_BUILD_TESTS=OFF \
+  CC=clang CXX=clang++ configure_and_build build-fuzz -DDTR_BUILD_FUZZERS=ON -DDTR_BUILD_TESTS=OFF -DDTR_CUDA=OFF \
     -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF
   tests/fuzz/run.sh build-fuzz "${1:-60}" "${@:2}"
 }

@@ -4,10 +4,39 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "core/device.h"
 
 namespace dtr {
+
+/// What a caching device allocator holds now (Allocator::memory_stats), in
+/// bytes: what it has reserved from the device, what of that is handed out
+/// in blocks (sizes as rounded by the allocator), and its free part.
+struct AllocatorStats {
+  int64_t allocated_bytes = 0;     // blocks handed out (rounded sizes)
+  int64_t reserved_bytes = 0;      // segments reserved from the device
+  int64_t free_bytes = 0;          // reserved_bytes - allocated_bytes
+  int64_t largest_free_block = 0;  // the largest free block (of any pool)
+  int64_t segments = 0;            // segments reserved now
+  int64_t allocations = 0;         // blocks handed out now
+};
+
+/// 1 - largest_free_block / free_bytes: 0 when every free byte is in one
+/// block (or nothing is free), near 1 when the free bytes are scattered in
+/// blocks too small for a large request.
+double fragmentation(const AllocatorStats& s);
+
+/// One block of a reserved segment: its address, size in bytes (as rounded
+/// by the allocator), and whether it is handed out (else free).
+struct MemoryBlock {
+  const void* ptr = nullptr;
+  int64_t size = 0;
+  bool allocated = false;
+};
+/// The blocks of one segment in address order; together they cover it.
+using MemorySegmentLayout = std::vector<MemoryBlock>;
 
 class Allocator {
  public:
@@ -32,6 +61,21 @@ class Allocator {
     if (over > 0) release_cached(over);
     return p;
   }
+  /// The bytes an allocation of `nbytes` takes from the device, as the
+  /// allocator rounds it (`nbytes` itself by default). The runtime counts
+  /// the rounding against a budget where memory_stats() is known.
+  virtual int64_t rounded_bytes(size_t nbytes) const { return int64_t(nbytes); }
+  /// Allocated, reserved and free bytes of a caching device allocator;
+  /// nullopt (the default) where the allocator keeps no such account.
+  virtual std::optional<AllocatorStats> memory_stats() const { return std::nullopt; }
+  /// Every reserved segment's blocks, segments in address order; empty (the
+  /// default) where the layout is not known.
+  virtual std::vector<MemorySegmentLayout> layout() const { return {}; }
+  /// The segments a request of `nbytes` could be carved from (a caching
+  /// allocator serves small and large requests from separate pools):
+  /// layout() by default. Fragmentation-aware eviction searches these
+  /// (Note [fragmentation-aware eviction]).
+  virtual std::vector<MemorySegmentLayout> layout_for(size_t /*nbytes*/) const { return layout(); }
 };
 
 /// Where a runtime gets the allocator of each device's new storages

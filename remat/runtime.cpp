@@ -21,6 +21,7 @@
 #include "remat/planner.h"
 #include "remat/policy.h"
 #include "remat/trace_file.h"
+#include "remat/window.h"
 
 namespace dtr::remat {
 
@@ -440,6 +441,18 @@ struct Runtime::Impl final : CandidateSync {
   // `host_room`: what the host tier can take now. A candidate that does not
   // fit there is priced by recomputation alone, or passed over when it has
   // no lineage (the host tier is full: fall back to recomputation).
+  // `c` as a victim is priced (nullopt: it may not be chosen): storages
+  // below DTR_MIN_EVICT_BYTES never are, and one whose bytes the host tier
+  // has no room for is priced by recomputation alone, or passed over when
+  // it has no lineage.
+  std::optional<Candidate> priced(const Candidate& c, int64_t host_room) const {
+    if (c.nbytes < min_evict_bytes) return std::nullopt;
+    if (c.nbytes <= host_room || c.swap_seconds == std::numeric_limits<double>::infinity()) return c;
+    if (!c.replayable) return std::nullopt;
+    Candidate no_room = c;
+    no_room.swap_seconds = std::numeric_limits<double>::infinity();
+    return no_room;
+  }
   Victim choose_victim(const CandidatePool& pool, int64_t host_room) {
     Candidate best;
     bool found = false;
@@ -455,10 +468,7 @@ struct Runtime::Impl final : CandidateSync {
     auto consider = [&](const Candidate& c) {
       if (c.nbytes < min_evict_bytes) return;
       if (c.nbytes > host_room && c.swap_seconds != std::numeric_limits<double>::infinity()) [[unlikely]] {
-        if (!c.replayable) return;
-        Candidate no_room = c;
-        no_room.swap_seconds = std::numeric_limits<double>::infinity();
-        take(no_room);
+        if (const std::optional<Candidate> no_room = priced(c, host_room)) take(*no_room);
         return;
       }
       take(c);
@@ -765,9 +775,45 @@ struct Runtime::Impl final : CandidateSync {
 
   // Evicts storages of `m` (and only of `m`: Note [per-device memory])
   // until `request` more bytes fit under its budget.
+  // Note [hard budget]: where the allocator keeps an account of its
+  // blocks (memory_stats), what it holds beyond the resident storage bytes:
+  // its rounding of the blocks handed out (and any block it handed out that
+  // this runtime does not count). 0 for an allocator without stats.
+  static int64_t allocator_overhead(const DeviceMemory& m) {
+    const std::optional<AllocatorStats> a = m.alloc ? m.alloc->memory_stats() : std::nullopt;
+    return a ? std::max<int64_t>(0, a->allocated_bytes - m.stats.resident_bytes) : 0;
+  }
+  // The same plus the rounding of a request of `request` bytes: what the
+  // budget must leave room for beside resident + request.
+  static int64_t rounding_bytes(const DeviceMemory& m, int64_t request) {
+    const std::optional<AllocatorStats> a = m.alloc ? m.alloc->memory_stats() : std::nullopt;
+    if (!a) return 0;
+    const int64_t rounded = request > 0 ? m.alloc->rounded_bytes(size_t(request)) : 0;
+    return std::max<int64_t>(0, a->allocated_bytes - m.stats.resident_bytes) +
+           std::max<int64_t>(0, rounded - request);
+  }
+
+  // Frees the bytes of `victim` on `m`: copied to host memory where that is
+  // the cheaper way back and the host tier takes them, else evicted.
+  void take_victim(DeviceMemory& m, const Victim& victim) {
+    if (victim.swap && swap_out(*victim.s)) return;
+    if (!replayable(*victim.s)) {
+      // The host allocator failed within the cpu budget: the system is out of memory.
+      throw_oom_error(fmt::format("host memory could not take {} bytes swapped out of {} ({} bytes in the "
+                                  "host tier){}",
+                                  victim.s->nbytes(), m.device.str(), host_memory().stats.host_tier_bytes,
+                                  oom_context()),
+                      m);
+    }
+    evict(*victim.s);
+  }
+
+  // Evicts storages of `m` (and only of `m`: Note [per-device memory])
+  // until `request` more bytes fit under its budget, the allocator's
+  // rounding counted (Note [hard budget]).
   void make_room(DeviceMemory& m, int64_t request) {
     if (!m.budget) return;
-    while (m.stats.resident_bytes + request > *m.budget) {
+    while (m.stats.resident_bytes + request + rounding_bytes(m, request) > *m.budget) {
       const Victim victim =
           choose_victim(m.pool, m.swap_on ? host_room() : std::numeric_limits<int64_t>::max());
       if (victim.s == nullptr) {
@@ -776,17 +822,97 @@ struct Runtime::Impl final : CandidateSync {
         if (m.device.is_cpu() && m.stats.host_tier_bytes > 0 && drop_a_host_copy()) continue;
         throw_oom(m, request);
       }
-      if (victim.swap && swap_out(*victim.s)) continue;
-      if (!replayable(*victim.s)) {
-        // The host allocator failed within the cpu budget: the system is out of memory.
-        throw_oom_error(fmt::format("host memory could not take {} bytes swapped out of {} ({} bytes in the "
-                                    "host tier){}",
-                                    victim.s->nbytes(), m.device.str(), host_memory().stats.host_tier_bytes,
-                                    oom_context()),
-                        m);
-      }
-      evict(*victim.s);
+      take_victim(m, victim);
     }
+  }
+
+  // Note [fragmentation-aware eviction]: the allocator of `m` could not
+  // give `request` bytes although the budget has room (or there is none):
+  // its free bytes are scattered, or the device is full. Evicts the
+  // cheapest window of adjacent blocks that frees a contiguous range of
+  // the rounded request, where the allocator tells its layout and such a
+  // window exists; else the policy's victim. False when nothing is left
+  // to evict.
+  bool evict_for_allocation(DeviceMemory& m, int64_t request) {
+    const int64_t room = m.swap_on ? host_room() : std::numeric_limits<int64_t>::max();
+    const std::vector<MemorySegmentLayout> layout = m.alloc->layout_for(size_t(request));
+    if (!layout.empty()) {
+      // This path is rare: a map from the candidates' bytes to their slots, built afresh.
+      absl::flat_hash_map<const void*, size_t> slot_of;
+      slot_of.reserve(m.pool.size());
+      for (size_t i = 0; i < m.pool.size(); ++i) slot_of.emplace(m.pool[i].s->data(), i);
+      std::vector<WindowSegment> segments(layout.size());
+      for (size_t i = 0; i < layout.size(); ++i) {
+        segments[i].reserve(layout[i].size());
+        for (const MemoryBlock& b : layout[i]) {
+          WindowBlock w{.size = b.size, .kind = b.allocated ? WindowBlock::kPinned : WindowBlock::kFree};
+          if (auto it = b.allocated ? slot_of.find(b.ptr) : slot_of.end(); it != slot_of.end()) {
+            if (const std::optional<Candidate> c = priced(m.pool[it->second], room)) {
+              const double score = policy->score(*c, clock);
+              if (!std::isnan(score) && score != std::numeric_limits<double>::infinity()) {
+                w.kind = WindowBlock::kEvictable;
+                w.score = std::max(score, 0.0);
+                w.id = int64_t(it->second);
+              }
+            }
+          }
+          segments[i].push_back(w);
+        }
+      }
+      const std::optional<EvictionWindow> window =
+          cheapest_window(segments, m.alloc->rounded_bytes(size_t(request)));
+      if (window && window->evicted_bytes > 0) {
+        // The victims first, then their eviction: each one changes the pool.
+        std::vector<Victim> victims;
+        for (size_t i = window->begin; i < window->end; ++i) {
+          const WindowBlock& w = segments[window->segment][i];
+          if (w.kind != WindowBlock::kEvictable) continue;
+          const Candidate c = *priced(m.pool[size_t(w.id)], room);
+          victims.push_back(Victim{c.s, policy->restore_choice(c) == EvictionPolicy::Restore::kSwap});
+        }
+        debug_rate_limited(debug_limit,
+                           "evict a window of {} storages ({} bytes of {} adjacent) on {} for {} bytes: "
+                           "the allocator's free bytes are scattered",
+                           victims.size(), window->evicted_bytes, window->bytes, m.device.str(), request);
+        for (const Victim& v : victims) take_victim(m, v);
+        ++m.stats.window_evictions;
+        return true;
+      }
+    }
+    const Victim victim = choose_victim(m.pool, room);
+    if (victim.s == nullptr) return false;
+    take_victim(m, victim);
+    return true;
+  }
+
+  // Bytes for a storage of `n` bytes on `m`. Under a budget, the allocator
+  // keeps cached no more than the budget leaves beside the resident bytes,
+  // its rounding and these (trim_cache), so its reserved bytes stay within
+  // the budget (Note [hard budget]).
+  void* allocate_bytes(DeviceMemory& m, int64_t n) {
+    if (!m.budget) return m.alloc->allocate(size_t(n));
+    const int64_t left = *m.budget - m.stats.resident_bytes - n - rounding_bytes(m, n);
+    return m.alloc->allocate_within(size_t(n), std::max<int64_t>(0, left));
+  }
+
+  // The allocator had no bytes for `request` and nothing is left to evict.
+  [[noreturn]] void throw_allocator_oom(DeviceMemory& m, int64_t request) {
+    std::string held;
+    if (const std::optional<AllocatorStats> a = m.alloc->memory_stats()) {
+      const auto mib = [](int64_t n) {
+        if (n >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", double(n) / double(int64_t{1} << 20));
+        if (n >= 1024) return fmt::format("{:.1f} KiB", double(n) / 1024.0);
+        return fmt::format("{} bytes", n);
+      };
+      held = fmt::format(
+          "; {} free in reserved segments but the largest free block is {} (fragmentation {:.2f}; {} "
+          "reserved in {} segments, {} allocated); nothing left to evict",
+          mib(a->free_bytes), mib(a->largest_free_block), dtr::fragmentation(*a), mib(a->reserved_bytes), a->segments,
+          mib(a->allocated_bytes));
+    }
+    throw_oom_error(fmt::format("{} could not allocate {} bytes ({} bytes resident){}{}", m.device.str(), request,
+                                m.stats.resident_bytes, held, oom_context()),
+                    m);
   }
 
   // Freed blocks an allocator caches are memory too: under a budget,
@@ -795,7 +921,8 @@ struct Runtime::Impl final : CandidateSync {
   // Without a budget, or within it, the cache keeps its blocks.
   static void trim_cache(DeviceMemory& m) {
     if (!m.budget || m.alloc == nullptr) return;
-    const int64_t over = m.stats.resident_bytes + m.alloc->cached_bytes() - *m.budget;
+    const int64_t over =
+        m.stats.resident_bytes + allocator_overhead(m) + m.alloc->cached_bytes() - *m.budget;
     if (over > 0) m.alloc->release_cached(over);
   }
 
@@ -803,18 +930,14 @@ struct Runtime::Impl final : CandidateSync {
     DTR_INTERNAL_ASSERT(!s.resident(), "allocate on a resident storage");
     DeviceMemory& m = memory(s.device());  // DeviceError for a device that does not exist
     make_room(m, s.nbytes());
-    Allocator* alloc = m.alloc;
-    // Under a budget, the allocator keeps cached no more than the budget
-    // leaves beside the resident bytes and these (trim_cache).
-    void* p = m.budget ? alloc->allocate_within(size_t(s.nbytes()),
-                                                std::max<int64_t>(0, *m.budget - m.stats.resident_bytes - s.nbytes()))
-                       : alloc->allocate(size_t(s.nbytes()));
-    if (p == nullptr) {
-      throw_oom_error(fmt::format("{} could not allocate {} bytes ({} bytes resident){}",
-                                  s.device().str(), s.nbytes(), m.stats.resident_bytes,
-                                  oom_context()), m);
+    void* p = allocate_bytes(m, s.nbytes());
+    // Within the budget, the allocator may still have no block for it
+    // (Note [fragmentation-aware eviction]).
+    while (p == nullptr) {
+      if (!evict_for_allocation(m, s.nbytes())) throw_allocator_oom(m, s.nbytes());
+      p = allocate_bytes(m, s.nbytes());
     }
-    s.set_data(p, alloc);
+    s.set_data(p, m.alloc);
     StorageState& state = st(s);
     if (state.memory == nullptr) {
       state.memory = &m;
@@ -1697,6 +1820,12 @@ Stats Runtime::stats(Device device) const {
   const DeviceMemory& m = impl_->memory(device);
   Stats s = m.stats;
   s.evictable_bytes = m.pool.bytes();
+  if (const std::optional<AllocatorStats> a = m.alloc->memory_stats()) {
+    s.allocated_bytes = a->allocated_bytes;
+    s.reserved_bytes = a->reserved_bytes;
+    s.largest_free_block = a->largest_free_block;
+    s.fragmentation = dtr::fragmentation(*a);
+  }
   s.metadata_nodes = live_node_count();
   s.live_storages = int64_t(m.tracked.size());
   return s;

@@ -41,6 +41,10 @@ struct Stats {
   int64_t evictable_bytes = 0;
   int64_t peak_bytes = 0;            // high-water mark of resident_bytes
   int64_t evictions = 0;             // storages evicted to make room
+  /// Of those evictions, the windows of adjacent storages evicted because
+  /// the allocator's free bytes were too scattered for a request (Note
+  /// [fragmentation-aware eviction]): one per window.
+  int64_t window_evictions = 0;
   int64_t eager_frees = 0;           // storages freed because no handle was left
   int64_t rematerializations = 0;    // storages recomputed
   int64_t recomputed_ops = 0;        // op replays
@@ -64,6 +68,15 @@ struct Stats {
   /// kThrashWindow fresh ops, at least kThrashMinFresh of them counted).
   int64_t fresh_ops = 0;
   double max_replay_ratio = 0;
+  /// The device allocator's account (Allocator::memory_stats), read when
+  /// stats() is called: bytes handed out in blocks (rounded), bytes
+  /// reserved from the device, the largest free block; -1 where the
+  /// allocator keeps none (the CPU's). fragmentation = 1 - largest free
+  /// block / free bytes (0 where nothing is free or no account is kept).
+  int64_t allocated_bytes = -1;
+  int64_t reserved_bytes = -1;
+  int64_t largest_free_block = -1;
+  double fragmentation = 0;
   int64_t metadata_nodes = 0;        // live lineage nodes (all devices)
   int64_t live_storages = 0;         // live Storage objects accounted on this device
 };

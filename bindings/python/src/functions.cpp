@@ -71,6 +71,11 @@ nb::dict stats_dict(const remat::Stats& s) {
   d["swap_bytes_in"] = s.swap_bytes_in;
   d["swap_seconds_estimated"] = s.swap_seconds_estimated;
   d["host_tier_bytes"] = s.host_tier_bytes;
+  d["window_evictions"] = s.window_evictions;
+  d["allocated_bytes"] = s.allocated_bytes;
+  d["reserved_bytes"] = s.reserved_bytes;
+  d["largest_free_block"] = s.largest_free_block;
+  d["fragmentation"] = s.fragmentation;
   d["metadata_nodes"] = s.metadata_nodes;
   d["live_storages"] = s.live_storages;
   return d;

@@ -42,6 +42,17 @@ struct ElementwiseLayout {
   DType dtype[N] = {};
 };
 
+/// Threads per block of every launch, and the blocks of a launch of `n`
+/// indices: one index per thread, at most 2^20 blocks (a grid-stride loop
+/// covers the rest); 0 for n <= 0. cuda/launch.cuh launches with these.
+inline constexpr int kThreadsPerBlock = 256;
+inline constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+constexpr unsigned launch_blocks(int64_t n) {
+  if (n <= 0) return 0;
+  const int64_t b = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
+  return unsigned(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
 /// Throws the typed error for a failed CUDA call `what` (cuda/runtime.cpp):
 /// OutOfMemoryError for cudaErrorMemoryAllocation, DeviceError otherwise.
 [[noreturn]] void throw_cuda_error(int error, const char* what, const char* file, int line);

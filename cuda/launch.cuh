@@ -29,13 +29,9 @@ __global__ void grid_stride_kernel(int64_t n, F body) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) body(i);
 }
 
-inline constexpr int kThreads = 256;
-/// Blocks of a launch: enough for one index per thread, at most 2^20 (the
-/// grid-stride loop covers the rest).
-inline unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return unsigned(b < (int64_t{1} << 20) ? b : (int64_t{1} << 20));
-}
+/// Launch shape (cuda/exec.h): threads per block and blocks of n indices.
+inline constexpr int kThreads = kThreadsPerBlock;
+inline unsigned blocks_for(int64_t n) { return launch_blocks(n); }
 
 /// Runs body(i) for i in [0, n) on `e`.
 template <typename F>
@@ -45,7 +41,7 @@ void launch(const Exec& e, int64_t n, F body, const char* name) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
-  grid_stride_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(e.stream)>>>(n, body);
+  grid_stride_kernel<<<launch_blocks(n), kThreadsPerBlock, 0, static_cast<cudaStream_t>(e.stream)>>>(n, body);
   check_launch(name);
 }
 

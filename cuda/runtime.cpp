@@ -1,5 +1,6 @@
 // The CUDA backend (core/backend.h): devices through the CUDA runtime,
-// memory from a caching allocator per device, copies and kernels on the
+// memory from a caching allocator per device (core/caching_allocator.h over
+// cudaMalloc segments), copies and kernels on the
 // device's legacy default stream, a roofline from the device's attributes,
 // CUDA events for measured costs. Registered when libdtr loads, with or
 // without a driver: without one device_count() is 0, every CPU path works,
@@ -19,6 +20,7 @@
 
 #include "core/allocator.h"
 #include "core/backend.h"
+#include "core/caching_allocator.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -131,23 +133,25 @@ std::vector<std::string> ops_with_cuda_kernels() {
 
 namespace {
 
-/// cudaMalloc/cudaFree on one device, no cache.
-class DeviceAllocator final : public Allocator {
+/// Device memory of one device for the caching allocator: cudaMalloc and
+/// cudaFree of whole segments (core/caching_allocator.h carves blocks out
+/// of them, so the driver is called only when the cache misses).
+class CudaMemorySource final : public DeviceMemorySource {
  public:
-  explicit DeviceAllocator(int index) : index_(index) {}
-  void* allocate(size_t nbytes) override {
+  explicit CudaMemorySource(int index) : index_(index) {}
+  void* reserve(size_t nbytes) override {
     set_device(index_);
     void* p = nullptr;
-    const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(nbytes, 1));
-    if (rc != cudaSuccess) {
+    if (cudaMalloc(&p, nbytes) != cudaSuccess) {
       (void)cudaGetLastError();
-      return nullptr;  // the runtime evicts and retries, then raises OutOfMemoryError
+      return nullptr;  // the allocator gives back its free segments, then the runtime evicts
     }
     return p;
   }
-  void deallocate(void* p, size_t) override {
+  void release(void* p, size_t) override {
     set_device(index_);
-    // A failure here means the context is gone (process exit): nothing to free.
+    // cudaFree waits for the device, so no queued kernel still reads the
+    // segment. A failure means the context is gone (process exit).
     if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
   }
 
@@ -155,13 +159,19 @@ class DeviceAllocator final : public Allocator {
   int index_;
 };
 
+struct DeviceHeap {
+  explicit DeviceHeap(int index) : source(index), allocator(source) {}
+  CudaMemorySource source;
+  CachingAllocator allocator;
+};
+
 Allocator* allocator_of(int index) {
-  static std::array<std::unique_ptr<DeviceAllocator>, kMaxDevices>* allocators = [] {
-    auto* a = new std::array<std::unique_ptr<DeviceAllocator>, kMaxDevices>;  // never destroyed
-    for (int i = 0; i < device_count(); ++i) (*a)[size_t(i)] = std::make_unique<DeviceAllocator>(i);
+  static std::array<std::unique_ptr<DeviceHeap>, kMaxDevices>* heaps = [] {
+    auto* a = new std::array<std::unique_ptr<DeviceHeap>, kMaxDevices>;  // never destroyed
+    for (int i = 0; i < device_count(); ++i) (*a)[size_t(i)] = std::make_unique<DeviceHeap>(i);
     return a;
   }();
-  return (*allocators)[size_t(index)].get();
+  return &(*heaps)[size_t(index)]->allocator;
 }
 
 int64_t memory_bytes_of(int index) {

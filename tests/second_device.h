@@ -1,6 +1,8 @@
 // A second device for the test suite, without a GPU: device type
 // "privateuseone" (PyTorch's PrivateUse1) with two devices, backed by host
-// memory through allocators of their own, running the CPU kernels. It
+// memory through allocators of their own, running the CPU kernels (or,
+// with DTR_TEST_DEVICE_KERNELS=cuda, the CUDA kernels under host
+// emulation wherever they exist). It
 // proves the backend seam (core/backend.h): tensors on two devices at once,
 // separate budgets, copies across devices through the backends' copies. Its
 // memory is marked not host-accessible, so host-side readers (DTR_VERIFY,

@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
+#include "cuda/exec.h"
 #include "dtr/dtr.h"
 #include "second_device.h"
 #include "tests/testing.h"
@@ -40,6 +44,16 @@ TEST(CudaBackend, WithoutADeviceToCudaIsADeviceErrorAndTheCpuWorks) {
   // Nothing CPU-side is disturbed: the default device is the CPU.
   EXPECT_EQ(default_device(), Device(kCPU));
   EXPECT_EQ((x + x).sum().item<float>(), 12.0f);
+}
+
+TEST(CudaLaunch, OneIndexPerThreadUpToTheGridCap) {
+  EXPECT_EQ(cuda::launch_blocks(0), 0u);
+  EXPECT_EQ(cuda::launch_blocks(-3), 0u);
+  EXPECT_EQ(cuda::launch_blocks(1), 1u);
+  EXPECT_EQ(cuda::launch_blocks(cuda::kThreadsPerBlock), 1u);
+  EXPECT_EQ(cuda::launch_blocks(cuda::kThreadsPerBlock + 1), 2u);
+  EXPECT_EQ(cuda::launch_blocks(int64_t{1} << 28), unsigned(cuda::kMaxBlocks));  // exactly the cap
+  EXPECT_EQ(cuda::launch_blocks(int64_t{1} << 40), unsigned(cuda::kMaxBlocks));  // grid-stride beyond
 }
 
 // ---- the kernels under host emulation ---------------------------------------------
@@ -96,6 +110,65 @@ TEST(CudaEmulation, PhiloxDrawsAreTheCpusBitForBit) {
   manual_seed(99);
   Tensor dev_n = randn({1000}, TensorOptions().device(d)).to(Device(kCPU));
   EXPECT_TRUE(testing::allclose(dev_n, cpu_n.to_vector<double>(), 1e-6, 1e-6));
+}
+
+// ---- on a GPU (scripts/gpu-check.sh; skipped without one) ----------------------------
+
+#define SKIP_WITHOUT_A_GPU() \
+  if (cuda_devices() == 0) GTEST_SKIP() << "no CUDA device"
+
+/// Loss after each of `steps` SGD steps of a 2-layer MLP on `device`, from
+/// seed 7 (weights and data made on the CPU, then moved).
+std::vector<double> train_mlp(Device device, int steps, std::optional<int64_t> budget) {
+  manual_seed(7);
+  auto l1 = std::make_shared<nn::Linear>(64, 128);
+  auto l2 = std::make_shared<nn::Linear>(128, 10);
+  l1->to(device);
+  l2->to(device);
+  const Tensor x = randn({256, 64}).to(device);
+  const Tensor y = randint(0, 10, {256}).to(device);
+  std::vector<Tensor> params = l1->parameters();
+  for (const Tensor& p : l2->parameters()) params.push_back(p);
+  optim::SGD opt(params, optim::SGDOptions(0.1));
+  remat::set_memory_budget(device, budget);
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    opt.zero_grad();
+    const Tensor loss = cross_entropy(l2->forward(relu(l1->forward(x))), y);
+    losses.push_back(loss.item<double>());
+    loss.backward();
+    opt.step();
+  }
+  remat::set_memory_budget(device, std::nullopt);
+  return losses;
+}
+
+TEST(CudaGpu, AModelTrainsAcrossToCudaAsOnTheCpu) {
+  SKIP_WITHOUT_A_GPU();
+  const std::vector<double> cpu = train_mlp(Device(kCPU), 5, std::nullopt);
+  const std::vector<double> gpu = train_mlp(Device(kCUDA), 5, std::nullopt);
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i;
+  EXPECT_LT(gpu.back(), gpu.front());
+}
+
+TEST(CudaGpu, UnderABudgetTheLossesAreBitwiseTheUnlimitedRuns) {
+  SKIP_WITHOUT_A_GPU();
+  const std::vector<double> free_run = train_mlp(Device(kCUDA), 4, std::nullopt);
+  const int64_t peak = remat::Runtime::global().stats(Device(kCUDA)).peak_bytes;
+  remat::reset_stats();
+  const std::vector<double> budgeted = train_mlp(Device(kCUDA), 4, peak / 2);
+  EXPECT_EQ(budgeted, free_run);
+  EXPECT_GT(remat::Runtime::global().stats(Device(kCUDA)).evictions, 0);
+}
+
+TEST(CudaGpu, TheCachingAllocatorAccountsTheDevicesMemory) {
+  SKIP_WITHOUT_A_GPU();
+  Tensor t = zeros({1 << 20}, TensorOptions().device(Device(kCUDA)));  // 4 MiB
+  const remat::Stats s = remat::Runtime::global().stats(Device(kCUDA));
+  EXPECT_GE(s.allocated_bytes, int64_t{4} << 20);
+  EXPECT_GE(s.reserved_bytes, s.allocated_bytes);
+  EXPECT_EQ(t.sum().item<float>(), 0.0f);
 }
 
 #else

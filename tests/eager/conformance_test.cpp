@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/logging.h"
 #include "dtr/dtr.h"
 #include "second_device.h"
@@ -43,8 +44,14 @@ namespace {
 using Inputs = std::vector<Tensor>;
 using Outputs = std::vector<Tensor>;
 
-/// The devices every case runs on.
-std::vector<Device> conformance_devices() { return {Device(kCPU), testing::second_device()}; }
+/// The devices every case runs on: the CPU, the test device, and the first
+/// CUDA device when one is present.
+std::vector<Device> conformance_devices() {
+  std::vector<Device> devices = {Device(kCPU), testing::second_device()};
+  if (const Backend* cuda = find_backend(kCUDA); cuda != nullptr && cuda->device_count() > 0)
+    devices.push_back(Device(kCUDA));
+  return devices;
+}
 
 /// Where a case runs: the run's floating dtype and the device.
 struct CaseRun {

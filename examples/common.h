@@ -234,14 +234,20 @@ inline void check_writable(const std::string& path, const std::string& flag) {
 
 /// --device: "cpu" runs; "cuda" is a known device this build has no backend
 /// for (NotImplementedError); anything else is a usage error.
-inline void check_device(const std::string& device) {
-  if (device == "cpu") return;
-  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-    throw dtr::NotImplementedError(
-        "--device " + device +
-        ": the CUDA backend is not implemented in this build of dtr; use --device cpu");
+/// The device of --device: "cpu", "cuda" or "cuda:N". UsageError for any
+/// other text; DeviceError (from the library) for a CUDA device this
+/// process does not have, or a build without the CUDA backend.
+inline dtr::Device check_device(const std::string& device) {
+  if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
+    throw UsageError("--device must be cpu, cuda or cuda:N, got '" + device + "'");
+  dtr::Device d;
+  try {
+    d = dtr::Device(device);
+  } catch (const dtr::ValueError& e) {
+    throw UsageError(std::string("--device: ") + e.what());
   }
-  throw UsageError("--device must be cpu or cuda, got '" + device + "'");
+  dtr::check_device(d);
+  return d;
 }
 
 // ---- memory figures ---------------------------------------------------------------
@@ -420,7 +426,7 @@ inline std::string budget_line(const BudgetPlan& plan) {
                      mib(*plan.budget).c_str());
   }
   if (plan.budget) return "memory: budget " + mib(*plan.budget) + " (from DTR_MEMORY_BUDGET)";
-  return "memory: no budget (use --budget-fraction 0.5 or DTR_MEMORY_BUDGET=64MiB to set one)";
+  return "memory: no budget (--budget-fraction 0.5 sets one at half the peak; DTR_MEMORY_BUDGET=SIZE caps it in bytes)";
 }
 
 // ---- the planner's flags ---------------------------------------------------------------

@@ -302,6 +302,7 @@ class ResNet : public dtr::nn::Module {
 // ---- training -----------------------------------------------------------------------------
 
 struct Trainer {
+  dtr::Device device;  // where the weights live (--device)
   std::shared_ptr<ResNet> model;
   std::unique_ptr<dtr::optim::AdamW> opt;
 };
@@ -310,6 +311,9 @@ Trainer build(const Config& c) {
   dtr::manual_seed(uint64_t(c.seed));
   Trainer t;
   t.model = std::make_shared<ResNet>(c.width, c.blocks);
+  // Initialised on the CPU from the seed, then moved: the same weights on every device.
+  t.device = dtr::Device(c.device);
+  t.model->to(t.device);
   t.opt = std::make_unique<dtr::optim::AdamW>(
       t.model->parameters(), dtr::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
   return t;
@@ -325,7 +329,8 @@ double lr_at(const Config& c, int64_t step, int64_t total) {
 
 double train_step(Trainer& t, const Batch& b, double lr) {
   t.opt->set_lr(lr);
-  const Tensor loss = dtr::cross_entropy(t.model->forward(b.x), b.y);
+  // Batches are built in host memory, as a loader's are, and copied to the model's device.
+  const Tensor loss = dtr::cross_entropy(t.model->forward(b.x.to(t.device)), b.y.to(t.device));
   const double value = loss.item<double>();
   loss.backward();
   t.opt->step();
@@ -336,7 +341,7 @@ double train_step(Trainer& t, const Batch& b, double lr) {
 }
 
 /// Fraction of `d` classified correctly, in eval mode, in batches of `batch`.
-double accuracy(ResNet& model, const Dataset& d, int64_t batch) {
+double accuracy(ResNet& model, dtr::Device device, const Dataset& d, int64_t batch) {
   dtr::NoGradGuard no_grad;
   model.eval();
   std::vector<int64_t> order(static_cast<size_t>(d.n));
@@ -345,7 +350,7 @@ double accuracy(ResNet& model, const Dataset& d, int64_t batch) {
   for (int64_t begin = 0; begin < d.n; begin += batch) {
     const int64_t end = std::min(d.n, begin + batch);
     const Batch b = make_batch(d, order, begin, end);
-    const std::vector<int64_t> predicted = dtr::argmax(model.forward(b.x), 1).to_vector<int64_t>();
+    const std::vector<int64_t> predicted = dtr::argmax(model.forward(b.x.to(device)), 1).to_vector<int64_t>();
     for (int64_t i = begin; i < end; ++i) correct += predicted[size_t(i - begin)] == d.labels[size_t(i)];
   }
   model.train();
@@ -370,7 +375,7 @@ Config parse_flags(int argc, char** argv, bool* help) {
   flags.add("weight-decay", &c.weight_decay, "AdamW weight decay");
   flags.add("seed", &c.seed, "seed of the weights and the order of the examples");
   flags.add("limit", &c.limit, "use only the first N training and test examples (0: all)");
-  flags.add("device", &c.device, "cpu (cuda is not implemented in this build)");
+  flags.add("device", &c.device, "cpu, cuda or cuda:N (the model, its batches and the budget's device)");
   flags.add("threads", &c.threads,
             "kernel threads (0: all cores; on a busy 2-core machine one thread is faster)");
   flags.add("log-interval", &c.log_interval, "steps between log lines");
@@ -498,7 +503,7 @@ int run(int argc, char** argv) {
       }
     }
     const dtr::remat::Stats now = run_stats.total();
-    last_accuracy = accuracy(*t.model, test, c.batch_size);
+    last_accuracy = accuracy(*t.model, t.device, test, c.batch_size);
     progress.line(strprintf("epoch %lld/%lld | train loss %.9g | test accuracy %.2f%% | %.0f img/s | ",
                             static_cast<long long>(epoch), static_cast<long long>(c.epochs),
                             epoch_loss / double(epoch_steps), 100.0 * last_accuracy,

@@ -254,12 +254,13 @@ class Gpt : public dtr::nn::Module {
 
   /// idx int64 (B, T) with T ≤ block_size → logits float32 (B, T, 256).
   Tensor forward(const Tensor& idx) {
-    const Tensor pos = dtr::arange(idx.size(1));
+    const Tensor pos = dtr::arange(idx.size(1), dtr::TensorOptions(dtr::kInt64).device(idx.device()));
     const Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));
     return lm_head->forward(ln_f->forward(h->forward(x)));
   }
 
   int64_t block_size;
+  dtr::Device device;  // where the weights live (--device)
   std::shared_ptr<dtr::nn::Embedding> wte, wpe;
   std::shared_ptr<dtr::nn::Dropout> drop;
   std::shared_ptr<dtr::nn::Sequential> h;
@@ -289,9 +290,11 @@ class Gpt : public dtr::nn::Module {
 };
 
 Tensor loss_of(Gpt& model, const Batch& b) {
-  const Tensor logits = model.forward(b.x);  // (B, T, V)
+  // Batches are built in host memory, as a loader's are, and copied to the
+  // model's device.
+  const Tensor logits = model.forward(b.x.to(model.device));  // (B, T, V)
   const int64_t n = b.x.numel();
-  return dtr::cross_entropy(logits.reshape({n, kVocab}), b.y.reshape({n}));
+  return dtr::cross_entropy(logits.reshape({n, kVocab}), b.y.to(model.device).reshape({n}));
 }
 
 // ---- training ----------------------------------------------------------------------
@@ -342,6 +345,9 @@ Trainer build(const Config& c, const Ranks& ranks) {
   Trainer t;
   t.ranks = ranks;
   t.model = std::make_shared<Gpt>(c);
+  // Initialised on the CPU from the seed, then moved: the same weights on every device.
+  t.model->device = dtr::Device(c.device);
+  t.model->to(t.model->device);
   if (ranks.world > 1) t.ddp = std::make_unique<dtr::nn::parallel::DistributedDataParallel>(t.model);
   t.opt = std::make_unique<dtr::optim::AdamW>(
       t.model->parameters(),
@@ -429,7 +435,7 @@ std::string generate(const Config& c, Gpt& model, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t T = std::min<int64_t>(int64_t(context.size()), c.seq_len);
     const std::vector<int64_t> window(context.end() - T, context.end());
-    const Tensor logits = model.forward(dtr::from_vector(window, {1, T}));  // (1, T, V)
+    const Tensor logits = model.forward(dtr::from_vector(window, {1, T}).to(model.device));  // (1, T, V)
     const Tensor last = logits.select(1, T - 1).select(0, 0);               // (V)
     const std::vector<float> probs = dtr::softmax(last / c.temperature, 0).to_vector<float>();
     const float u = dtr::rand({1}).item<float>();
@@ -559,7 +565,7 @@ Config parse_flags(int argc, char** argv, bool* help) {
   flags.add("weight-decay", &c.weight_decay, "AdamW weight decay");
   flags.add("grad-clip", &c.grad_clip, "clip gradients to this global norm (0: off)");
   flags.add("seed", &c.seed, "seed of weights, batches, dropout and the sample");
-  flags.add("device", &c.device, "cpu (cuda is not implemented in this build)");
+  flags.add("device", &c.device, "cpu, cuda or cuda:N (the model, its batches and the budget's device)");
   flags.add("threads", &c.threads,
             "kernel threads (0: all cores; on a busy 2-core machine one thread is faster)");
   flags.add("log-interval", &c.log_interval, "steps between log lines");
@@ -620,10 +626,9 @@ Ranks start_ranks(const Config& c) {
   }
   ranks.rank = dtr::distributed::get_rank();
   ranks.world = dtr::distributed::get_world_size();
-  if (c.distributed == "nccl") {
-    throw dtr::NotImplementedError(
-        "--distributed nccl: NCCL moves CUDA tensors and train_gpt runs on --device cpu in this "
-        "build (no CUDA backend); use --distributed mpi");
+  if (c.distributed == "nccl" && c.device == "cpu") {
+    throw UsageError("--distributed nccl moves CUDA tensors: give --device cuda (each rank its own GPU), "
+                     "or use --distributed mpi");
   }
   if (!ranks.lead() && std::freopen("/dev/null", "w", stdout) == nullptr) {
     throw DataError("cannot silence the standard output of rank " + std::to_string(ranks.rank));

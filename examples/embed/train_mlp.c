@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
   } else if (budget >= 0) {
     printf("memory: budget %.1f MiB (from DTR_MEMORY_BUDGET)\n", to_mib((double)budget));
   } else {
-    printf("memory: no budget (use --budget-fraction 0.5 or DTR_MEMORY_BUDGET=64MiB to set one)\n");
+    printf("memory: no budget (--budget-fraction 0.5 sets one at half the peak; DTR_MEMORY_BUDGET=SIZE caps it in bytes)\n");
   }
 
   CHECK(dtr_reset_stats());

@@ -341,7 +341,7 @@ def main(argv):
     elif budget is not None:
         print(f"memory: budget {mib(budget)} (from DTR_MEMORY_BUDGET)")
     else:
-        print("memory: no budget (use --budget-fraction 0.5 or DTR_MEMORY_BUDGET=64MiB to set one)")
+        print("memory: no budget (--budget-fraction 0.5 sets one at half the peak; DTR_MEMORY_BUDGET=SIZE caps it in bytes)")
     sys.stdout.flush()
 
     run_stats = StepStats()

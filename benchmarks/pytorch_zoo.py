@@ -621,9 +621,13 @@ def child(args):
 
     torch.set_num_threads(args.threads)
     out = {"library": "pytorch", "version": torch.__version__, "model": args.child, "mode": args.mode,
-           "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup}
+           "device": args.device, "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup}
     try:
         check_mode(args.mode)
+        if args.device != "cpu":
+            # Every factory call of build() (weights, inputs) lands on the device;
+            # step() ends in .item(), which waits for the device.
+            torch.set_default_device(args.device)
         work = build(args.child)
         step = make_step(torch, work, args.mode)
         params = list(work.model.parameters())
@@ -731,6 +735,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=1, help="runs of each configuration, alternating libraries")
     parser.add_argument("--child", metavar="MODEL", help="run MODEL in this process and print one JSON line")
     parser.add_argument("--mode", default="plain", help="with --child: the variant (as in --modes)")
+    parser.add_argument("--device", default="cpu",
+                        help="with --child: where the model and its inputs are made (cpu, cuda; "
+                             "torch.set_default_device, PyTorch >= 2)")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1 or args.rounds < 1:
         parser.error("--steps >= 1, --warmup >= 0, --threads >= 1 and --rounds >= 1 are required")

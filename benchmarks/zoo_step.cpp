@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "benchmarks/models/zoo.h"
+#include "core/options.h"
 #include "core/parallel.h"
 #include "dtr/dtr.h"
 
@@ -85,7 +86,7 @@ int64_t status_kib(const std::string& field) {
 [[noreturn]] void usage(const char* argv0, const std::string& error) {
   std::fprintf(stderr,
                "zoo_step: %s\nusage: %s --model NAME [--mode plain|checkpoint] [--steps N] [--warmup N] "
-               "[--threads N] [--budget BYTES] [--lineage on|off]\n",
+               "[--threads N] [--budget BYTES|SIZE (e.g. 32MiB)] [--lineage on|off] [--device cpu|cuda[:N]]\n",
                error.c_str(), argv0);
   std::exit(2);
 }
@@ -95,6 +96,15 @@ int64_t parse_positive(const char* argv0, const std::string& flag, const std::st
   const long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || v < min) usage(argv0, flag + " expects an integer >= " + std::to_string(min));
   return v;
+}
+
+/// --budget: bytes, or a size with a unit as DTR_MEMORY_BUDGET takes it
+/// (32MiB, 1.5GiB); at least one byte.
+int64_t parse_budget(const char* argv0, const std::string& text) {
+  const absl::StatusOr<int64_t> bytes = dtr::parse_byte_size(text);
+  if (!bytes.ok() || *bytes < 1)
+    usage(argv0, "--budget expects bytes or a size such as 32MiB, got '" + text + "'");
+  return *bytes;
 }
 
 std::string json_escape(const std::string& text) {
@@ -122,9 +132,9 @@ int64_t parameter_count(const dtr::zoo::Workload& w) {
 std::string common_fields(const dtr::zoo::ModelSpec& spec, const std::string& mode, const dtr::zoo::Workload& w,
                           std::optional<int64_t> budget) {
   return fmt::format(
-      "\"model\": \"{}\", \"mode\": \"{}\", \"threads\": {}, \"heuristic\": \"{}\", \"budget_bytes\": {}, "
-      "\"parameters\": {}, \"lineage\": {}",
-      spec.name, mode, dtr::num_threads(), dtr::heuristic_name(dtr::remat::Runtime::global().heuristic()),
+      "\"model\": \"{}\", \"mode\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"heuristic\": \"{}\", "
+      "\"budget_bytes\": {}, \"parameters\": {}, \"lineage\": {}",
+      spec.name, mode, w.device().str(), dtr::num_threads(), dtr::heuristic_name(dtr::remat::Runtime::global().heuristic()),
       budget ? *budget : -1, parameter_count(w), dtr::remat::Runtime::global().lineage_enabled());
 }
 
@@ -135,6 +145,7 @@ int main(int argc, char** argv) {
   int64_t steps = 5, warmup = 2, threads = 1;
   std::optional<int64_t> budget;
   bool lineage = true;
+  std::string device_name = "cpu";
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") usage(argv[0], "times one zoo model");
@@ -145,22 +156,33 @@ int main(int argc, char** argv) {
     else if (flag == "--steps") steps = parse_positive(argv[0], flag, value, 1);
     else if (flag == "--warmup") warmup = parse_positive(argv[0], flag, value, 0);
     else if (flag == "--threads") threads = parse_positive(argv[0], flag, value, 1);
-    else if (flag == "--budget") budget = parse_positive(argv[0], flag, value, 1);
-    else if (flag == "--lineage" && (value == "on" || value == "off")) lineage = value == "on";
-    else usage(argv[0], "unknown flag " + flag);
+    else if (flag == "--budget") budget = parse_budget(argv[0], value);
+    else if (flag == "--device") device_name = value;
+    else if (flag == "--lineage") {
+      if (value != "on" && value != "off") usage(argv[0], "--lineage must be on or off, got '" + value + "'");
+      lineage = value == "on";
+    } else usage(argv[0], "unknown flag " + flag);
   }
   if (model.empty()) usage(argv[0], "--model is required");
   if (!lineage && budget) usage(argv[0], "--lineage off cannot run under a --budget (nothing could be recomputed)");
   if (mode_name != "plain" && mode_name != "checkpoint") usage(argv[0], "--mode must be plain or checkpoint");
   const auto mode = mode_name == "plain" ? dtr::zoo::Mode::kPlain : dtr::zoo::Mode::kCheckpoint;
+  const dtr::zoo::ModelSpec* found = nullptr;
+  dtr::Device device;
   try {
-    const dtr::zoo::ModelSpec& spec = dtr::zoo::find_model(model);
+    found = &dtr::zoo::find_model(model);
+    device = dtr::Device(device_name);
+  } catch (const dtr::ValueError& e) {
+    usage(argv[0], e.what());
+  }
+  try {
+    const dtr::zoo::ModelSpec& spec = *found;
     dtr::set_num_threads(int(threads));
     // --lineage off: ops record no lineage (the baseline of lineage's overhead).
     dtr::remat::Runtime::global().set_lineage_enabled(lineage);
-    const std::unique_ptr<dtr::zoo::Workload> workload = spec.make(/*seed=*/0);
+    const std::unique_ptr<dtr::zoo::Workload> workload = spec.make(/*seed=*/0, device);
     const int64_t rss_base = max_rss_kib();
-    dtr::remat::set_memory_budget(budget);
+    dtr::remat::set_memory_budget(device, budget);
     try {
       std::vector<double> warmup_ms;
       for (int64_t i = 0; i < warmup; ++i) {
@@ -170,7 +192,7 @@ int main(int argc, char** argv) {
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       }
       dtr::remat::reset_stats();
-      const int64_t between_steps = dtr::remat::stats().resident_bytes;
+      const int64_t between_steps = dtr::remat::Runtime::global().stats(device).resident_bytes;
       const int64_t warmup_peak = max_rss_kib();  // the reset lowers ru_maxrss too
       const bool peak_reset = reset_peak_rss();
       const int64_t rss_before = status_kib("VmRSS:");
@@ -181,7 +203,7 @@ int main(int argc, char** argv) {
       CALLGRIND_STOP_INSTRUMENTATION;
       const int64_t steps_peak = status_kib("VmHWM:");
       const int64_t run_peak = std::max(warmup_peak, max_rss_kib());
-      const dtr::remat::Stats st = dtr::remat::stats();
+      const dtr::remat::Stats st = dtr::remat::Runtime::global().stats(device);
       const std::string steps_peak_delta =
           peak_reset && steps_peak >= 0 ? std::to_string(steps_peak - rss_base) : std::string("null");
       std::printf("%s\n",
@@ -206,11 +228,13 @@ int main(int argc, char** argv) {
       // for the thrash guard's ThrashError), then exit code 3.
       const std::string what = e.what();
       const bool thrash = dynamic_cast<const dtr::ThrashError*>(&e) != nullptr;
-      std::printf("{\"library\": \"dtr\", \"outcome\": \"%s\", %s, \"error\": \"%s\"}\n",
-                  thrash ? "thrash" : "oom", common_fields(spec, mode_name, *workload, budget).c_str(),
+      std::printf("{\"library\": \"dtr\", \"version\": \"%s\", \"outcome\": \"%s\", %s, \"steps\": %lld, "
+                  "\"warmup\": %lld, \"error\": \"%s\"}\n",
+                  DTR_VERSION_STRING, thrash ? "thrash" : "oom", common_fields(spec, mode_name, *workload, budget).c_str(),
+                  static_cast<long long>(steps), static_cast<long long>(warmup),
                   json_escape(what.substr(0, what.find('\n'))).c_str());
       std::fprintf(stderr, "zoo_step: %s\n", e.what());
-      dtr::remat::set_memory_budget(std::nullopt);
+      dtr::remat::set_memory_budget(device, std::nullopt);
       return 3;
     }
   } catch (const std::exception& e) {

@@ -23,6 +23,9 @@
 #                    point, dtr and PyTorch alternated, into
 #                    benchmarks/results/quick/ (about 15 minutes). Nothing
 #                    else may run on the machine meanwhile.
+#   ./dtr.sh gpu-bundle  build the CUDA programs in build-gpu/ and pack them
+#                    with what a bare GPU machine lacks into
+#                    build-gpu/bundle.tar.xz for scripts/gpu-check.sh
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -212,6 +215,46 @@ bench_sweep() {
   /usr/bin/python3 benchmarks/plot_sweep.py --results "$out"
 }
 
+# gpu-bundle: the programs scripts/gpu-check.sh runs on a GPU machine that
+# has the CUDA libraries but none of Debian's, built here with the CUDA
+# backend (no MPI, no NCCL, no Python) in build-gpu/ and packed with the
+# shared libraries they need beyond libc, libstdc++ and CUDA's own, the
+# golden values, train_gpt's text and the PyTorch peer into
+# build-gpu/bundle.tar.xz, which must stay under 64 MiB.
+gpu_bundle() {
+  setup fortunes
+  local launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DDTR_CUDA=ON -DDTR_MPI=OFF \
+    -DDTR_NCCL=OFF -DDTR_BUILD_PYTHON=OFF -DDTR_BUILD_C_API=OFF
+  cmake --build build-gpu -j"$JOBS" --target dtr_tests bench_zoo_step bench_cuda_gemm train_gpt
+  local b=build-gpu/bundle
+  rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/golden" "$b/data" "$b/benchmarks"
+  cp build-gpu/tests/dtr_tests build-gpu/benchmarks/zoo_step build-gpu/benchmarks/cuda_gemm \
+    build-gpu/examples/train_gpt "$b/bin/"
+  cp -L build-gpu/libdtr.so.0 "$b/lib/"
+  strip --strip-unneeded "$b"/bin/* "$b"/lib/*
+  local keep='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcud|libcublas|libnccl|libnv)'
+  local lib
+  for lib in $(ldd "$b"/bin/* build-gpu/libdtr.so.0 | awk '/=> \//{print $1 " " $3}' | sort -u | awk '{print $2}'); do
+    [[ $(basename "$lib") =~ $keep ]] && continue
+    cp -Ln "$lib" "$b/lib/" 2>/dev/null || true
+  done
+  cp tests/golden/golden.txt "$b/golden/"
+  cp -r /usr/share/games/fortunes "$b/data/fortunes"
+  cp benchmarks/pytorch_zoo.py "$b/benchmarks/"
+  tar -cJf build-gpu/bundle.tar.xz -C build-gpu bundle
+  local size
+  size=$(stat -c %s build-gpu/bundle.tar.xz)
+  log "build-gpu/bundle.tar.xz: $((size / 1048576)) MiB ($(ls "$b/lib" | wc -l) libraries)"
+  if ((size > 64 * 1048576)); then
+    echo "dtr.sh: the bundle is over 64 MiB" >&2
+    exit 1
+  fi
+}
+
 # fuzz [SECONDS [TARGET...]]: tests/fuzz/ (libFuzzer, clang only).
 fuzz() {
   setup clang libfuzzer-14-dev
@@ -241,6 +284,7 @@ case $cmd in
   bench-env) setup && bench_env ;;
   bench-sweep) bench_sweep "$@" ;;
   fuzz) fuzz "$@" ;;
+  gpu-bundle) gpu_bundle ;;
   golden) golden "$@" ;;
   -h | --help | help) usage ;;
   *)

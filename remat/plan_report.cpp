@@ -170,11 +170,14 @@ void format_peak(const PlanReport& r, std::string& out) {
   for (const PeakShare& s : r.peak_by_op) total += s.bytes;
   auto share = [&](int64_t bytes) { return total > 0 ? 100.0 * double(bytes) / double(total) : 0.0; };
   out += "\nresident at the unbudgeted peak, by producing op:\n";
-  fmt::format_to(o, "  {:<24} {:>10} {:>9} {:>6}\n", "op", "MiB", "storages", "share");
   size_t shown = std::min(r.peak_by_op.size(), kPeakRows);
+  // The op column fits the longest name shown (scaled_dot_product_attention_backward).
+  size_t w = 24;
+  for (size_t i = 0; i < shown; ++i) w = std::max(w, r.peak_by_op[i].op.size());
+  fmt::format_to(o, "  {:<{}} {:>10} {:>9} {:>6}\n", "op", w, "MiB", "storages", "share");
   for (size_t i = 0; i < shown; ++i) {
     const PeakShare& s = r.peak_by_op[i];
-    fmt::format_to(o, "  {:<24} {:>10.2f} {:>9} {:>5.1f}%\n", s.op, to_mib(s.bytes), s.storages,
+    fmt::format_to(o, "  {:<{}} {:>10.2f} {:>9} {:>5.1f}%\n", s.op, w, to_mib(s.bytes), s.storages,
                    share(s.bytes));
   }
   if (r.peak_by_op.size() > shown) {
@@ -183,8 +186,8 @@ void format_peak(const PlanReport& r, std::string& out) {
       bytes += r.peak_by_op[i].bytes;
       storages += r.peak_by_op[i].storages;
     }
-    fmt::format_to(o, "  {:<24} {:>10.2f} {:>9} {:>5.1f}%\n",
-                   fmt::format("({} more ops)", r.peak_by_op.size() - shown), to_mib(bytes),
+    fmt::format_to(o, "  {:<{}} {:>10.2f} {:>9} {:>5.1f}%\n",
+                   fmt::format("({} more ops)", r.peak_by_op.size() - shown), w, to_mib(bytes),
                    storages, share(bytes));
   }
 }

@@ -304,7 +304,9 @@ TEST(CachingAllocator, AllocateWithinNeverReservesPastItsCapOnRandomWork) {
     // Never past the cap, unless nothing was reserved (a free block reused
     // while free bytes inside segments in use exceed it).
     EXPECT_LE(after.reserved_bytes, std::max(cap, before.reserved_bytes)) << "step " << step;
-    if (after.reserved_bytes > cap) EXPECT_LE(after.reserved_bytes, before.reserved_bytes);
+    if (after.reserved_bytes > cap) {
+      EXPECT_LE(after.reserved_bytes, before.reserved_bytes);
+    }
     if (p != nullptr) {
       live.push_back(p);
     } else {

@@ -192,7 +192,9 @@ TEST(Serialize, ModuleSaveAndLoad) {
   save(a, path);
   load(b, path);
   for (const auto& [name, t] : a.state_dict()) {
-    if (t.dtype() == kInt64) EXPECT_EQ(b.state_dict().at(name).to_vector<int64_t>(), t.to_vector<int64_t>());
+    if (t.dtype() == kInt64) {
+      EXPECT_EQ(b.state_dict().at(name).to_vector<int64_t>(), t.to_vector<int64_t>());
+    }
     else EXPECT_TRUE(testing::bitwise_equal(b.state_dict().at(name), t)) << name;
   }
   // A module of another shape refuses the file.

@@ -130,7 +130,9 @@ TEST(Sort, TieOrderDoesNotDependOnThreadsOrRematerialization) {
   const auto val = sv1.to_vector<float>();
   for (size_t r = 0; r < 64; ++r)
     for (size_t j = 1; j < 300; ++j)
-      if (val[r * 300 + j] == val[r * 300 + j - 1]) ASSERT_LT(idx[r * 300 + j - 1], idx[r * 300 + j]);
+      if (val[r * 300 + j] == val[r * 300 + j - 1]) {
+        ASSERT_LT(idx[r * 300 + j - 1], idx[r * 300 + j]);
+      }
   // topk is the prefix of the descending stable sort.
   const auto ti = i1.to_vector<int64_t>();
   for (size_t r = 0; r < 64; ++r)

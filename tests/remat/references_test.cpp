@@ -44,7 +44,9 @@ TEST(References, Case1DropoutMaskIsReplayed) {
   y.sum().backward();
   const std::vector<float> g = x.grad().to_vector<float>();
   for (size_t i = 0; i < first.size(); ++i) {
-    if (first[i] == 0.0f) EXPECT_EQ(g[i], 0.0f) << i;
+    if (first[i] == 0.0f) {
+      EXPECT_EQ(g[i], 0.0f) << i;
+    }
     else EXPECT_EQ(g[i], 4.0f) << i;  // 2 * 1/(1-p)
   }
 }

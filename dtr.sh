@@ -228,7 +228,7 @@ gpu_bundle() {
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DDTR_CUDA=ON -DDTR_MPI=OFF \
-    -DDTR_NCCL=OFF -DDTR_BUILD_PYTHON=OFF -DDTR_BUILD_C_API=OFF
+    -DDTR_NCCL=OFF -DDTR_BUILD_PYTHON=OFF
   cmake --build build-gpu -j"$JOBS" --target dtr_tests bench_zoo_step bench_cuda_gemm train_gpt
   local b=build-gpu/bundle
   rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/golden" "$b/data" "$b/benchmarks"

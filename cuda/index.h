@@ -117,4 +117,21 @@ void launch_dropout_backward(std::byte* out, const std::byte* grad, const std::b
 /// out (n, classes) int64 = one-hot rows of idx (int64, in range).
 void launch_one_hot(std::byte* out, const std::byte* idx, int64_t n, int64_t classes, const Exec& e);
 
+/// The first row of multinomial's probabilities that is no distribution
+/// (row -1 when all are): kind 1 a value not finite or negative (at
+/// `category`, `value`), 2 a sum <= 0, 3 fewer non-zero categories than
+/// samples without replacement (`count` of them).
+struct BadRow {
+  int64_t row = -1, kind = 0, category = 0, count = 0;
+  double value = 0;
+};
+BadRow check_multinomial_rows(const std::byte* p, DType dt, int64_t rows, int64_t categories, int64_t samples,
+                              bool replacement, const Exec& e);
+
+/// out (rows, samples) int64: multinomial draws, one index per row, sample
+/// s of row r from the uniform of draws 2i, 2i+1 (i = r * samples + s), as
+/// cpu/nn_functional.cpp's multinomial_kernel.
+void launch_multinomial(std::byte* out, const std::byte* p, DType dt, int64_t rows, int64_t categories,
+                        int64_t samples, bool replacement, RngState rng, const Exec& e);
+
 }  // namespace dtr::cuda

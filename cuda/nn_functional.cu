@@ -2,7 +2,9 @@
 // weight element summing its rows in increasing position, after a stable
 // grouping of the positions by index: no atomics, the CPU's order), dropout
 // (the CPU's Philox draws: draw i decides element i, so a seeded mask is the
-// CPU's bit for bit) and one_hot. Semantics: cpu/nn_functional.cpp.
+// CPU's bit for bit), one_hot and multinomial (one index per row drawing
+// its samples in order, as the CPU's per-row loop). Semantics:
+// cpu/nn_functional.cpp.
 #include "cuda/index.h"
 #include "cuda/launch.cuh"
 #include "cuda/scatter.cuh"
@@ -95,6 +97,121 @@ void launch_one_hot(std::byte* out, const std::byte* idx, int64_t n, int64_t cla
         reinterpret_cast<int64_t*>(out)[q] = reinterpret_cast<const int64_t*>(idx)[i] == k ? 1 : 0;
       },
       "one_hot");
+}
+
+BadRow check_multinomial_rows(const std::byte* p, DType dt, int64_t rows, int64_t categories, int64_t samples,
+                              bool replacement, const Exec& e) {
+  BadRow r;
+  if (rows <= 0) return r;
+  // Per row: kind, category, count, value (as double bits); then the first bad row.
+  Scratch s(size_t(4 * rows + 5) * sizeof(int64_t), e);
+  int64_t* part = s.as<int64_t>();
+  int64_t* result = part + 4 * rows;
+  const int64_t sz = itemsize(dt);
+  launch(
+      e, rows,
+      [=] __host__ __device__(int64_t row) {
+        int64_t* out = part + 4 * row;
+        double total = 0;
+        int64_t nonzero = 0;
+        out[0] = 0;
+        for (int64_t j = 0; j < categories; ++j) {
+          const double v = load<double>(p + (row * categories + j) * sz, dt);
+          if (!(v >= 0 && v <= 1.7976931348623157e308)) {  // NaN, inf or negative
+            out[0] = 1;
+            out[1] = j;
+            *reinterpret_cast<double*>(out + 3) = v;
+            return;
+          }
+          total += v;
+          nonzero += v > 0 ? 1 : 0;
+        }
+        if (!(total > 0)) out[0] = 2;
+        else if (!replacement && samples > nonzero) out[0] = 3;
+        out[2] = nonzero;
+      },
+      "multinomial_check");
+  launch(
+      e, 1,
+      [=] __host__ __device__(int64_t) {
+        result[0] = -1;
+        for (int64_t row = 0; row < rows; ++row) {
+          if (part[4 * row] != 0) {
+            result[0] = row;
+            for (int k = 0; k < 4; ++k) result[1 + k] = part[4 * row + k];
+            return;
+          }
+        }
+      },
+      "multinomial_check_combine");
+  int64_t host[5];
+  read_back(host, result, sizeof host, e);
+  r.row = host[0];
+  r.kind = host[1];
+  r.category = host[2];
+  r.count = host[3];
+  std::memcpy(&r.value, &host[4], sizeof r.value);
+  return r;
+}
+
+void launch_multinomial(std::byte* out, const std::byte* p, DType dt, int64_t rows, int64_t categories,
+                        int64_t samples, bool replacement, RngState rng, const Exec& e) {
+  if (rows * samples == 0) return;
+  // Per row: the running sums (with replacement) or the remaining weights (without).
+  Scratch s(size_t(rows * categories) * sizeof(double), e);
+  double* work = s.as<double>();
+  const int64_t sz = itemsize(dt);
+  launch(
+      e, rows,
+      [=] __host__ __device__(int64_t r) {
+        double* w = work + r * categories;
+        int64_t last = 0;  // the last category with a non-zero weight
+        double acc = 0;
+        for (int64_t j = 0; j < categories; ++j) {
+          const double v = load<double>(p + (r * categories + j) * sz, dt);
+          acc += v;
+          w[j] = replacement ? acc : v;
+          if (v > 0) last = j;
+        }
+        int64_t* y = reinterpret_cast<int64_t*>(out) + r * samples;
+        for (int64_t k = 0; k < samples; ++k) {
+          const uint64_t i = uint64_t(r * samples + k);
+          const uint64_t bits = (uint64_t(philox_u32(rng, 2 * i)) << 32) | philox_u32(rng, 2 * i + 1);
+          const double u = double(bits >> 11) * (1.0 / 9007199254740992.0);
+          int64_t pick = last;
+          if (replacement) {
+            // upper_bound: the first running sum above the target.
+            const double target = u * w[categories - 1];
+            int64_t lo = 0, hi = categories;
+            while (lo < hi) {
+              const int64_t mid = lo + (hi - lo) / 2;
+              if (w[mid] > target) hi = mid;
+              else lo = mid + 1;
+            }
+            pick = lo < last ? lo : last;
+          } else {
+            double remaining = 0;
+            for (int64_t j = 0; j < categories; ++j) remaining += w[j];
+            const double target = u * remaining;
+            double run = 0;
+            int64_t last_left = 0;
+            pick = -1;
+            for (int64_t j = 0; j < categories; ++j) {
+              if (w[j] <= 0) continue;
+              last_left = j;
+              run += w[j];
+              if (run > target) {
+                pick = j;
+                break;
+              }
+            }
+            if (pick < 0) pick = last_left;  // u * remaining rounded up to the total
+            w[pick] = 0;
+          }
+          y[k] = pick;
+        }
+      },
+      "multinomial");
 }
 
 }  // namespace dtr::cuda

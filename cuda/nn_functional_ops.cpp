@@ -1,5 +1,5 @@
 // The CUDA kernels of embedding, embedding_backward, dropout,
-// dropout_backward and one_hot (cpu/nn_functional.cpp): the CPU's argument
+// dropout_backward, one_hot and multinomial (cpu/nn_functional.cpp): the CPU's argument
 // checks, the index checks through an error buffer read back after a
 // launch (the CPU's IndexError and message), then the launchers of
 // cuda/nn_functional.cu. All are emulatable (Note [host emulation of CUDA
@@ -80,6 +80,27 @@ void one_hot_kernel(const KernelContext& c) {
   launch_one_hot(out.data, idx.data, idx.numel(), classes, e);
 }
 
+void multinomial_kernel(const KernelContext& c) {
+  const TensorArg &p = c.inputs[0], &out = c.outputs[0];
+  const int64_t categories = p.shape.back();
+  const int64_t rows = p.dim() == 2 ? p.shape[0] : 1;
+  const int64_t samples = c.attrs.i("num_samples");
+  const bool replacement = c.attrs.b("replacement");
+  const Exec e = exec_for(c.device);
+  const BadRow bad = check_multinomial_rows(p.data, p.dtype, rows, categories, samples, replacement, e);
+  DTR_CHECK(bad.kind != 1, ValueError,
+            "multinomial: probability tensor contains either inf, nan or element < 0 (value {} at row {}, "
+            "category {})",
+            bad.value, bad.row, bad.category);
+  DTR_CHECK(bad.kind != 2, ValueError,
+            "multinomial: invalid multinomial distribution (sum of probabilities <= 0) at row {}", bad.row);
+  DTR_CHECK(bad.kind != 3, ValueError,
+            "multinomial: invalid multinomial distribution (with replacement=False, not enough non-zero "
+            "categories to sample): {} samples, {} non-zero categories at row {}",
+            samples, bad.count, bad.row);
+  launch_multinomial(out.data, p.data, p.dtype, rows, categories, samples, replacement, c.rng, e);
+}
+
 }  // namespace
 
 void register_nn_functional_kernels() {
@@ -89,6 +110,7 @@ void register_nn_functional_kernels() {
   bind("dropout", dropout_kernel);
   bind("dropout_backward", dropout_backward_kernel);
   bind("one_hot", one_hot_kernel);
+  bind("multinomial", multinomial_kernel);
 }
 
 }  // namespace dtr::cuda

@@ -35,7 +35,9 @@ TEST(CudaEmulation, IndexFamiliesAreBound) {
   for (const char* op :
        {"cat", "index_select", "index_select_backward", "gather", "gather_backward", "masked_fill", "masked_fill_",
         "flip", "scatter_add", "scatter_add_", "index_add", "index_add_", "tril", "triu", "slice_backward",
-        "select_backward", "embedding", "embedding_backward", "dropout", "dropout_backward", "one_hot"})
+        "select_backward", "embedding", "embedding_backward", "dropout", "dropout_backward", "one_hot",
+        "constant_pad_nd", "reflection_pad", "reflection_pad_backward", "upsample_nearest2d",
+        "upsample_nearest2d_backward", "upsample_bilinear2d", "upsample_bilinear2d_backward", "sort", "topk", "multinomial"})
     EXPECT_TRUE(std::binary_search(bound.begin(), bound.end(), std::string(op))) << op;
 }
 
@@ -126,6 +128,44 @@ TEST(CudaEmulation, DuplicateIndexScattersAreTheCpusBitwise) {
   (index_select(a_cpu, 0, sel).sum() + (gather(a_cpu, 0, gi) * 3).sum()).backward();
   (index_select(a_dev, 0, sel.to(dev())).sum() + (gather(a_dev, 0, gi.to(dev())) * 3).sum()).backward();
   EXPECT_TRUE(testing::bitwise_equal(host(a_dev.grad()), a_cpu.grad()));
+}
+
+TEST(CudaEmulation, SeededMultinomialIsTheCpusAndChecksRows) {
+  SKIP_UNLESS_EMULATING();
+  Tensor p = rand({6, 40});
+  p = masked_fill(p, rand({6, 40}).lt(0.3), 0);
+  for (bool replacement : {true, false}) {
+    manual_seed(21);
+    Tensor cpu = multinomial(p, 12, replacement);
+    manual_seed(21);
+    Tensor got = host(multinomial(p.to(dev()), 12, replacement));
+    EXPECT_TRUE(testing::bitwise_equal(got, cpu)) << replacement;
+  }
+  Tensor bad = ones({3, 4});
+  EXPECT_THROW((void)multinomial(masked_fill(bad, ids({0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {3, 4}).to(kBool), -1)
+                                     .to(dev()),
+                                 2, true),
+               ValueError);
+  EXPECT_THROW((void)multinomial(zeros({2, 4}).to(dev()), 1, true), ValueError);
+  EXPECT_THROW((void)multinomial(ones({2, 4}).to(dev()), 5, false), ValueError);
+}
+
+TEST(CudaEmulation, SortWithNanAndTiesIsTheCpus) {
+  SKIP_UNLESS_EMULATING();
+  manual_seed(5);
+  // Lines of 300 with many ties (quarters of small integers) and NaNs, along a middle dim.
+  Tensor x = randint(-20, 20, {3, 300, 4}).to(kFloat32) / 4;
+  x = masked_fill(x, rand({3, 300, 4}).lt(0.05), std::nan(""));
+  for (bool descending : {false, true}) {
+    auto [v_cpu, i_cpu] = x.sort(1, descending);
+    auto [v_dev, i_dev] = x.to(dev()).sort(1, descending);
+    EXPECT_TRUE(testing::bitwise_equal(host(v_dev), v_cpu)) << descending;
+    EXPECT_TRUE(testing::bitwise_equal(host(i_dev), i_cpu)) << descending;
+  }
+  auto [tv_cpu, ti_cpu] = x.to(kBFloat16).topk(7, 1);
+  auto [tv_dev, ti_dev] = x.to(kBFloat16).to(dev()).topk(7, 1);
+  EXPECT_TRUE(testing::bitwise_equal(host(tv_dev), tv_cpu));
+  EXPECT_TRUE(testing::bitwise_equal(host(ti_dev), ti_cpu));
 }
 
 #endif

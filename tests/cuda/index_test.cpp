@@ -150,6 +150,33 @@ TEST(CudaEmulation, SeededMultinomialIsTheCpusAndChecksRows) {
   EXPECT_THROW((void)multinomial(ones({2, 4}).to(dev()), 5, false), ValueError);
 }
 
+TEST(CudaEmulation, ResampleGradientsAreTheCpusBitwise) {
+  SKIP_UNLESS_EMULATING();
+  manual_seed(8);
+  // Gradients gathered per input element in the CPU's order: equal bit for
+  // bit, downsampling and upsampling, float32 and bfloat16 (float32 inside).
+  for (DType dt : {kFloat32, kBFloat16}) {
+    for (const std::vector<double>& scale : {std::vector<double>{1.7, 0.6}, std::vector<double>{0.45, 2.5}}) {
+      Tensor x = randn({2, 3, 7, 9}).to(dt);
+      Tensor g_cpu, g_dev;
+      for (const char* mode : {"bilinear", "nearest"}) {
+        Tensor a = x.detach().requires_grad_();
+        Tensor b = x.to(dev()).requires_grad_();
+        Tensor w = randn(interpolate(x, {}, scale, mode).shape()).to(dt);
+        interpolate(a, {}, scale, mode).backward(w);
+        interpolate(b, {}, scale, mode).backward(w.to(dev()));
+        EXPECT_TRUE(testing::bitwise_equal(host(b.grad()), a.grad())) << mode << " " << dtype_name(dt);
+      }
+    }
+    Tensor a = randn({2, 5, 6}).to(dt).requires_grad_();
+    Tensor b = a.detach().to(dev()).requires_grad_();
+    Tensor w = randn({2, 9, 10}).to(dt);
+    pad(a, {2, 2, 3, 1}, "reflect").backward(w);
+    pad(b, {2, 2, 3, 1}, "reflect").backward(w.to(dev()));
+    EXPECT_TRUE(testing::bitwise_equal(host(b.grad()), a.grad())) << dtype_name(dt);
+  }
+}
+
 TEST(CudaEmulation, SortWithNanAndTiesIsTheCpus) {
   SKIP_UNLESS_EMULATING();
   manual_seed(5);

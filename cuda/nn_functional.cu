@@ -114,7 +114,7 @@ BadRow check_multinomial_rows(const std::byte* p, DType dt, int64_t rows, int64_
         int64_t* out = part + 4 * row;
         double total = 0;
         int64_t nonzero = 0;
-        out[0] = 0;
+        for (int k = 0; k < 4; ++k) out[k] = 0;
         for (int64_t j = 0; j < categories; ++j) {
           const double v = load<double>(p + (row * categories + j) * sz, dt);
           if (!(v >= 0 && v <= 1.7976931348623157e308)) {  // NaN, inf or negative
@@ -134,6 +134,7 @@ BadRow check_multinomial_rows(const std::byte* p, DType dt, int64_t rows, int64_
   launch(
       e, 1,
       [=] __host__ __device__(int64_t) {
+        for (int k = 0; k < 5; ++k) result[k] = 0;
         result[0] = -1;
         for (int64_t row = 0; row < rows; ++row) {
           if (part[4 * row] != 0) {

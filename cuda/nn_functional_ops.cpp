@@ -88,6 +88,10 @@ void multinomial_kernel(const KernelContext& c) {
   const bool replacement = c.attrs.b("replacement");
   const Exec e = exec_for(c.device);
   const BadRow bad = check_multinomial_rows(p.data, p.dtype, rows, categories, samples, replacement, e);
+  if (bad.row < 0) {
+    launch_multinomial(out.data, p.data, p.dtype, rows, categories, samples, replacement, c.rng, e);
+    return;
+  }
   DTR_CHECK(bad.kind != 1, ValueError,
             "multinomial: probability tensor contains either inf, nan or element < 0 (value {} at row {}, "
             "category {})",
@@ -98,7 +102,6 @@ void multinomial_kernel(const KernelContext& c) {
             "multinomial: invalid multinomial distribution (with replacement=False, not enough non-zero "
             "categories to sample): {} samples, {} non-zero categories at row {}",
             samples, bad.count, bad.row);
-  launch_multinomial(out.data, p.data, p.dtype, rows, categories, samples, replacement, c.rng, e);
 }
 
 }  // namespace

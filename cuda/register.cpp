@@ -7,9 +7,17 @@
 namespace dtr::cuda {
 
 void register_elementwise_kernels();  // cuda/elementwise_ops.cpp
+void register_index_kernels();        // cuda/index_ops.cpp
+void register_nn_functional_kernels();  // cuda/nn_functional_ops.cpp
+void register_resample_kernels();     // cuda/resample_ops.cpp
+void register_sort_kernels();         // cuda/sort_ops.cpp
 
 void register_kernels() {
   register_elementwise_kernels();
+  register_index_kernels();
+  register_nn_functional_kernels();
+  register_resample_kernels();
+  register_sort_kernels();
 }
 
 }  // namespace dtr::cuda

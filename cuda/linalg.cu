@@ -42,6 +42,16 @@ struct FillRowsBody {
   }
 };
 
+struct ZeroMatricesBody {
+  std::byte* C;
+  int64_t M, N, ldc, sc, isz;
+  DTR_HD void operator()(int64_t i) const {
+    const int64_t b = i / (M * N), m = (i / N) % M, n = i % N;
+    std::byte* p = C + (b * sc + m * ldc + n) * isz;
+    for (int64_t k = 0; k < isz; ++k) p[k] = std::byte{0};
+  }
+};
+
 struct IntegerMatmulBody {
   MatrixBatch a, b;
   std::byte* out;
@@ -75,6 +85,11 @@ void launch_pack_matrices(const MatrixBatch& src, std::byte* dst, const Exec& e)
 void launch_fill_rows(std::byte* out, const std::byte* bias, DType dt, int64_t M, int64_t N, const Exec& e) {
   if (N <= 0) return;
   launch(e, M * N, FillRowsBody{out, bias, N, itemsize(dt)}, "fill_rows");
+}
+
+void launch_zero_matrices(std::byte* C, DType dt, int64_t batch, int64_t M, int64_t N, int64_t ldc, int64_t sc,
+                          const Exec& e) {
+  launch(e, batch * M * N, ZeroMatricesBody{C, M, N, ldc, sc, itemsize(dt)}, "zero_matrices");
 }
 
 void launch_matmul_integer(const MatrixBatch& a, const MatrixBatch& b, std::byte* out, DType out_dt,

@@ -31,6 +31,10 @@ void launch_pack_matrices(const MatrixBatch& src, std::byte* dst, const Exec& e)
 /// out (M, N), contiguous, of dtype `dt`: every row = bias (N) of dtype `dt`.
 void launch_fill_rows(std::byte* out, const std::byte* bias, DType dt, int64_t M, int64_t N, const Exec& e);
 
+/// Zeros C_i (M, N) with row stride ldc for i < batch, batch stride sc (elements of `dt`).
+void launch_zero_matrices(std::byte* C, DType dt, int64_t batch, int64_t M, int64_t N, int64_t ldc, int64_t sc,
+                          const Exec& e);
+
 /// out (nb, M, N), contiguous, of dtype `out_dt` = a (nb, M, K) @ b (nb, K, N)
 /// for integer dtypes, accumulating in 64 bits with wrap-around and stored
 /// as out's dtype (cpu/linalg.cpp matmul_integer). a.rows = M, a.cols = K,

@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "cpu/linalg.h"
+#include "cuda/gemm.h"
 #include "cuda/kernel_util.h"
 #include "cuda/libraries.h"
 #include "cuda/linalg.h"
@@ -133,10 +134,22 @@ void gemm_strided_batched(int device, DType dt, bool ta, bool tb, int64_t m, int
   }
 }
 
-void zero(const TensorArg& out) {
-  const size_t n = size_t(out.numel() * itemsize(out.dtype));
-  if (n > 0) DTR_CUDA_CHECK(cudaMemsetAsync(out.data, 0, n, cudaStreamLegacy));
+}  // namespace
+
+void gemm_rm(int device, DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+             const std::byte* A, int64_t lda, int64_t sa, const std::byte* B, int64_t ldb, int64_t sb, double beta,
+             std::byte* C, int64_t ldc, int64_t sc, int64_t batch) {
+  if (M == 0 || N == 0 || batch == 0) return;
+  if (K == 0) {
+    if (beta == 0.0) launch_zero_matrices(C, dt, batch, M, N, ldc, sc, Exec{.stream = nullptr, .emulate = false});
+    return;
+  }
+  // Column-major: C^T (N, M) = op(B)^T (N, K) op(A)^T (K, M), where a
+  // row-major matrix's storage read column-major is its transpose.
+  gemm_strided_batched(device, dt, tb, ta, N, M, K, alpha, B, ldb, sb, A, lda, sa, beta, C, ldc, sc, batch);
 }
+
+namespace {
 
 // ---- matmul ---------------------------------------------------------------------
 // inputs: a, b (any strides, one dtype); outputs: out (contiguous), shape as
@@ -162,7 +175,6 @@ void matmul_kernel(const KernelContext& c) {
     launch_matmul_integer(ma, mb, out.data, out.dtype, e);
     return;
   }
-  if (K == 0) return zero(out);
 
   // Each operand as one strided batch cuBLAS reads directly, else packed
   // into a contiguous (nb, rows, cols) copy (broadcast batches repeated).
@@ -187,16 +199,14 @@ void matmul_kernel(const KernelContext& c) {
     lb = {true, false, std::max<int64_t>(N, 1)};
     sb = K * N;
   }
-  // C^T (N, M) = op(B)^T-view (N, K) @ op(A)^T-view (K, M).
-  gemm_strided_batched(c.device.index, a.dtype, lb.trans, la.trans, N, M, K, 1.0, B, lb.ld, sb, A, la.ld, sa, 0.0,
-                       out.data, N, M * N, nb);
+  gemm_rm(c.device.index, a.dtype, la.trans, lb.trans, M, N, K, 1.0, A, la.ld, sa, B, lb.ld, sb, 0.0, out.data, N,
+          M * N, nb);
 }
 
 // ---- linear ---------------------------------------------------------------------
 // inputs: x (*, K), weight (N, K), optional bias (N), contiguous; outputs:
-// out (*, N) = x @ weight^T + bias: C^T (N, M) = W (N, K) @ x^T (K, M), the
-// bias copied into every row of C first and added with beta = 1 (as the
-// CPU).
+// out (*, N) = x @ weight^T + bias, the bias copied into every row of C
+// first and added with beta = 1 (as the CPU).
 
 void linear_kernel(const KernelContext& c) {
   const TensorArg &x = c.inputs[0], &w = c.inputs[1], &out = c.outputs[0];
@@ -207,12 +217,8 @@ void linear_kernel(const KernelContext& c) {
   if (M == 0 || N == 0) return;
   const bool has_bias = c.inputs.size() > 2;
   if (has_bias) launch_fill_rows(out.data, c.inputs[2].data, out.dtype, M, N, e);
-  if (K == 0) {
-    if (!has_bias) zero(out);
-    return;
-  }
-  gemm_strided_batched(c.device.index, x.dtype, /*ta=*/true, /*tb=*/false, N, M, K, 1.0, w.data, K, 0, x.data, K, 0,
-                       has_bias ? 1.0 : 0.0, out.data, N, 0, 1);
+  gemm_rm(c.device.index, x.dtype, /*ta=*/false, /*tb=*/true, M, N, K, 1.0, x.data, K, 0, w.data, K, 0,
+          has_bias ? 1.0 : 0.0, out.data, N, 0, 1);
 }
 
 }  // namespace

@@ -9,11 +9,13 @@ namespace dtr::cuda {
 void register_elementwise_kernels();  // cuda/elementwise_ops.cpp
 void register_linalg_kernels();       // cuda/linalg_ops.cpp
 void register_conv_kernels();         // cuda/conv_ops.cpp
+void register_attention_kernels();    // cuda/attention_ops.cpp
 
 void register_kernels() {
   register_elementwise_kernels();
   register_linalg_kernels();
   register_conv_kernels();
+  register_attention_kernels();
 }
 
 }  // namespace dtr::cuda

@@ -1,8 +1,9 @@
-// The linalg and conv families' CUDA kernels under host emulation (Note
-// [host emulation of CUDA kernels]): the pooling kernels through the test
-// device against the CPU's, bitwise; the integer matmul and packing kernels
-// of cuda/linalg.cu through their launchers on host memory. The cuBLAS and
-// cuDNN paths need a GPU (scripts/gpu-check.sh).
+// The linalg, conv and attention families' CUDA kernels under host
+// emulation (Note [host emulation of CUDA kernels]): the pooling kernels
+// through the test device against the CPU's, bitwise; the integer matmul
+// and packing kernels of cuda/linalg.cu and the attention block kernels of
+// cuda/attention.cu through their launchers on host memory. The cuBLAS and
+// cuDNN calls need a GPU (scripts/gpu-check.sh).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #if DTR_HAVE_CUDA
 #include "cuda/emulation.h"
+#include "cuda/attention.h"
 #include "cuda/linalg.h"
 #endif
 
@@ -39,7 +41,8 @@ TEST(CudaEmulation, PoolingKernelsAreEmulatedLibraryKernelsAreNot) {
   }
   // cuBLAS and cuDNN cannot run on host memory: CUDA kernels, never emulated.
   for (const char* op : {"matmul", "linear", "conv2d", "conv2d_input_grad", "conv2d_weight_grad",
-                         "conv_transpose2d"}) {
+                         "conv_transpose2d", "scaled_dot_product_attention",
+                         "scaled_dot_product_attention_backward"}) {
     EXPECT_TRUE(has(all, op)) << op;
     EXPECT_FALSE(has(bound, op)) << op;
   }
@@ -161,6 +164,60 @@ TEST(CudaEmulation, PackedMatricesAreTheStridedBroadcastOperand) {
   cuda::launch_fill_rows(reinterpret_cast<std::byte*>(rows.data()), reinterpret_cast<const std::byte*>(bias.data()),
                          kFloat32, 5, 3, host);
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i], bias[i % 3]);
+}
+
+// ---- cuda/attention.cu's launchers on host memory --------------------------------------
+
+TEST(CudaEmulation, AttentionBlockSoftmaxMasksCausallyAndRebuildsFromLogsumexp) {
+  const cuda::Exec host{.stream = nullptr, .emulate = true};
+  // Two slices, the block of rows [1, 4) of L = 5 queries over S = 4 keys,
+  // causal: rows see 2, 3 and 4 keys; score rows are 4 long.
+  const cuda::AttentionBlock blk{.nb = 2, .rows = 3, .keys = 4, .i0 = 1, .S = 4, .L = 5, .causal = true};
+  std::vector<float> raw(2 * 3 * 4);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = float(std::sin(double(i) * 1.7)) * 3.0f;
+  std::vector<float> s = raw, lse(2 * 5, -1.0f);
+  cuda::launch_attention_softmax(blk, kFloat32, reinterpret_cast<std::byte*>(s.data()),
+                                 reinterpret_cast<std::byte*>(lse.data()), host);
+  for (int64_t n = 0; n < 2; ++n) {
+    EXPECT_EQ(lse[size_t(n * 5 + 3)], -1.0f) << "row 3 of the slice is outside the block";
+    for (int64_t r = 0; r < 3; ++r) {
+      const int64_t seen = r + 2;
+      const float* row = raw.data() + (n * 3 + r) * 4;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < seen; ++j) mx = std::max(mx, double(row[j]));
+      for (int64_t j = 0; j < seen; ++j) sum += std::exp(double(row[j]) - mx);
+      EXPECT_NEAR(lse[size_t(n * 5 + r)], mx + std::log(sum), 1e-5) << n << " " << r;
+      for (int64_t j = 0; j < 4; ++j) {
+        const double want = j < seen ? std::exp(double(row[j]) - mx) / sum : 0.0;
+        EXPECT_NEAR(s[size_t((n * 3 + r) * 4 + j)], want, 1e-6) << n << " " << r << " " << j;
+      }
+    }
+  }
+  // The backward's probabilities from the raw scores and the logsumexp.
+  std::vector<float> p = raw;
+  cuda::launch_attention_probs(blk, kFloat32, reinterpret_cast<std::byte*>(p.data()),
+                               reinterpret_cast<const std::byte*>(lse.data()), host);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(p[i], s[i], 1e-6) << i;
+  // dS = P (dP - (sum_e g o - g_lse)), with Ev = 2.
+  std::vector<float> g(2 * 5 * 2), o(2 * 5 * 2), glse(2 * 5);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = float(i % 7) - 3.0f, o[i] = 0.25f * float(i % 5);
+  for (size_t i = 0; i < glse.size(); ++i) glse[i] = 0.5f * float(i);
+  std::vector<float> shift(2 * 3), dp(p.size(), 1.0f);
+  const auto* G = reinterpret_cast<const std::byte*>(g.data() + 1 * 2);  // the block's first row
+  const auto* O = reinterpret_cast<const std::byte*>(o.data() + 1 * 2);
+  cuda::launch_attention_row_shift(blk, kFloat32, G, O, reinterpret_cast<const std::byte*>(glse.data() + 1), 2,
+                                   reinterpret_cast<std::byte*>(shift.data()), host);
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t r = 0; r < 3; ++r) {
+      const size_t row = size_t(n * 5 + 1 + r);
+      const float want = g[row * 2] * o[row * 2] + g[row * 2 + 1] * o[row * 2 + 1] - glse[row];
+      EXPECT_FLOAT_EQ(shift[size_t(n * 3 + r)], want) << n << " " << r;
+    }
+  }
+  cuda::launch_attention_score_grad(blk, kFloat32, reinterpret_cast<const std::byte*>(p.data()),
+                                    reinterpret_cast<std::byte*>(dp.data()),
+                                    reinterpret_cast<const std::byte*>(shift.data()), host);
+  for (size_t i = 0; i < dp.size(); ++i) EXPECT_FLOAT_EQ(dp[i], p[i] * (1.0f - shift[i / 4])) << i;
 }
 
 #endif

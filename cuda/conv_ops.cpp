@@ -115,7 +115,8 @@ Algo first_supported(std::initializer_list<Algo> algos, Query query, size_t& byt
     bytes = 0;
     const cudnnStatus_t rc = query(a, &bytes);
     if (rc == CUDNN_STATUS_SUCCESS) return a;
-    if (rc != CUDNN_STATUS_NOT_SUPPORTED) check_cudnn(rc, "cudnnGetConvolution*WorkspaceSize");
+    // cuDNN 9 refines NOT_SUPPORTED into codes 3001... (shape, data type, ...).
+    if (CUDNN_STATUS_CATEGORY(rc) != CUDNN_STATUS_NOT_SUPPORTED) check_cudnn(rc, "cudnnGetConvolution*WorkspaceSize");
   }
   throw NotImplementedError(fmt::format("{}: cuDNN supports none of its deterministic algorithms for this "
                                         "convolution",

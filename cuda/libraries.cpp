@@ -51,7 +51,7 @@ void check_cudnn(cudnnStatus_t rc, const char* what) {
   if (rc == CUDNN_STATUS_SUCCESS) [[likely]] return;
   std::string msg = fmt::format("{} failed: {} ({})", what, cudnnGetErrorString(rc), int(rc));
   if (rc == CUDNN_STATUS_ALLOC_FAILED) throw OutOfMemoryError(std::move(msg));
-  if (rc == CUDNN_STATUS_NOT_SUPPORTED) throw NotImplementedError(std::move(msg));
+  if (CUDNN_STATUS_CATEGORY(rc) == CUDNN_STATUS_NOT_SUPPORTED) throw NotImplementedError(std::move(msg));
   throw DeviceError(std::move(msg));
 }
 

@@ -34,7 +34,8 @@ cudnnHandle_t cudnn_handle(int device);
 /// DeviceError naming `what` for a failed cuBLAS call; OutOfMemoryError for
 /// CUBLAS_STATUS_ALLOC_FAILED; NotImplementedError for CUBLAS_STATUS_NOT_SUPPORTED.
 void check_cublas(cublasStatus_t rc, const char* what);
-/// The same for cuDNN (CUDNN_STATUS_NOT_SUPPORTED: NotImplementedError).
+/// The same for cuDNN (the CUDNN_STATUS_NOT_SUPPORTED category, 3000-3999:
+/// NotImplementedError).
 void check_cudnn(cudnnStatus_t rc, const char* what);
 #define DTR_CUBLAS_CHECK(expr) ::dtr::cuda::check_cublas((expr), #expr)
 #define DTR_CUDNN_CHECK(expr) ::dtr::cuda::check_cudnn((expr), #expr)

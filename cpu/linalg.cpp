@@ -179,17 +179,6 @@ void run_in_float32(const KernelContext& ctx, KernelFn kernel) {
 
 // ---- matmul --------------------------------------------------------------------------
 
-namespace {
-
-// An operand of torch.matmul as a batch of (rows, cols) matrices. A 1-D left
-// operand is a (1, K) row, a 1-D right operand a (K, 1) column.
-struct MatrixForm {
-  Shape batch;
-  Strides batch_strides;
-  int64_t rows = 0, cols = 0;
-  int64_t rs = 0, cs = 0;  // element strides of a row step and a column step
-};
-
 MatrixForm left_form(const TensorArg& t) {
   MatrixForm f;
   const size_t nd = t.shape.size();
@@ -219,15 +208,6 @@ MatrixForm right_form(const TensorArg& t) {
   return f;
 }
 
-// How BLAS can read a (rows, cols) matrix with strides (rs, cs): row-major
-// (no transpose, ld = rs) or column-major (transpose, ld = cs). Size-1 dims
-// carry no meaningful stride.
-struct BlasLayout {
-  bool ok = false;
-  bool trans = false;
-  int64_t ld = 0;
-};
-
 BlasLayout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   const int64_t min_row_ld = std::max<int64_t>(cols, 1);
   const int64_t row_cs = cols == 1 ? 1 : cs;
@@ -239,6 +219,8 @@ BlasLayout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   if (col_rs == 1 && col_cs >= min_col_ld) return {true, true, col_cs};
   return {};
 }
+
+namespace {
 
 // Copies a matrix form into `buf` as contiguous row-major matrices and
 // returns the form describing the copy.

@@ -56,4 +56,26 @@ void run_in_float32(const KernelContext& ctx, KernelFn kernel);
 /// True when some operand of `ctx` is float16 or bfloat16.
 bool has_half_operand(const KernelContext& ctx);
 
+/// An operand of torch.matmul as a batch of (rows, cols) matrices. A 1-D left
+/// operand is a (1, K) row (left_form), a 1-D right operand a (K, 1) column
+/// (right_form). Shared with the CUDA kernel (cuda/linalg_ops.cpp).
+struct MatrixForm {
+  Shape batch;
+  Strides batch_strides;
+  int64_t rows = 0, cols = 0;
+  int64_t rs = 0, cs = 0;  // element strides of a row step and a column step
+};
+MatrixForm left_form(const TensorArg& t);
+MatrixForm right_form(const TensorArg& t);
+
+/// How BLAS can read a (rows, cols) matrix with strides (rs, cs): row-major
+/// (no transpose, ld = rs) or column-major (transpose, ld = cs); !ok when
+/// neither (the kernel packs a copy). Size-1 dims carry no meaningful stride.
+struct BlasLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+BlasLayout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
+
 }  // namespace dtr::cpu

@@ -11,6 +11,9 @@ void register_index_kernels();        // cuda/index_ops.cpp
 void register_nn_functional_kernels();  // cuda/nn_functional_ops.cpp
 void register_resample_kernels();     // cuda/resample_ops.cpp
 void register_sort_kernels();         // cuda/sort_ops.cpp
+void register_linalg_kernels();       // cuda/linalg_ops.cpp
+void register_conv_kernels();         // cuda/conv_ops.cpp
+void register_attention_kernels();    // cuda/attention_ops.cpp
 
 void register_kernels() {
   register_elementwise_kernels();
@@ -18,6 +21,9 @@ void register_kernels() {
   register_nn_functional_kernels();
   register_resample_kernels();
   register_sort_kernels();
+  register_linalg_kernels();
+  register_conv_kernels();
+  register_attention_kernels();
 }
 
 }  // namespace dtr::cuda

@@ -119,3 +119,13 @@ inline Device second_device(int index = 0) {
 }
 
 }  // namespace dtr::testing
+
+/// Skips a test of the CUDA kernels under host emulation unless
+/// DTR_TEST_DEVICE_KERNELS=cuda bound them to the test device (ctest
+/// cuda.emulated). Makes a tensor there first, which binds the kernels.
+#define DTR_SKIP_UNLESS_CUDA_EMULATION()                                                               \
+  do {                                                                                                \
+    (void)::dtr::zeros({1}, ::dtr::TensorOptions().device(::dtr::testing::second_device()));          \
+    if (::dtr::testing::second_device_cuda_ops().empty())                                             \
+      GTEST_SKIP() << "run with DTR_TEST_DEVICE_KERNELS=cuda (ctest cuda.emulated)";                  \
+  } while (0)

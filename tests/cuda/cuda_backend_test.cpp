@@ -58,16 +58,8 @@ TEST(CudaLaunch, OneIndexPerThreadUpToTheGridCap) {
 
 // ---- the kernels under host emulation ---------------------------------------------
 
-bool emulating() { return !testing::second_device_cuda_ops().empty(); }
-
-#define SKIP_UNLESS_EMULATING()                                                                  \
-  do {                                                                                          \
-    (void)zeros({1}, TensorOptions().device(testing::second_device())); /* binds the kernels */ \
-    if (!emulating()) GTEST_SKIP() << "run with DTR_TEST_DEVICE_KERNELS=cuda (ctest cuda.emulated)"; \
-  } while (0)
-
 TEST(CudaEmulation, BindsEveryCudaKernelThatRunsWithoutALibraryCall) {
-  SKIP_UNLESS_EMULATING();
+  DTR_SKIP_UNLESS_CUDA_EMULATION();
   const std::vector<std::string>& bound = testing::second_device_cuda_ops();
   for (const char* op : {"add", "mul_scalar", "where", "to_dtype", "rand", "gelu_backward"})
     EXPECT_TRUE(std::binary_search(bound.begin(), bound.end(), std::string(op))) << op;
@@ -82,7 +74,7 @@ TEST(CudaEmulation, BindsEveryCudaKernelThatRunsWithoutALibraryCall) {
 }
 
 TEST(CudaEmulation, BroadcastingStridedMixedDtypeBinaryMatchesTheCpu) {
-  SKIP_UNLESS_EMULATING();
+  DTR_SKIP_UNLESS_CUDA_EMULATION();
   const Device d = testing::second_device();
   Tensor a = arange(0, 24, 1, TensorOptions(kFloat32)).reshape({2, 3, 4}).transpose(0, 2);  // (4, 3, 2) strided
   Tensor b = arange(1, 3, 1, TensorOptions(kInt64)).reshape({1, 1, 2});
@@ -93,7 +85,7 @@ TEST(CudaEmulation, BroadcastingStridedMixedDtypeBinaryMatchesTheCpu) {
 }
 
 TEST(CudaEmulation, PhiloxDrawsAreTheCpusBitForBit) {
-  SKIP_UNLESS_EMULATING();
+  DTR_SKIP_UNLESS_CUDA_EMULATION();
   const Device d = testing::second_device();
   manual_seed(1234);
   Tensor cpu_u = rand({1000});

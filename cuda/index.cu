@@ -66,7 +66,7 @@ void index_select_backward_typed(std::byte* out, DType dt, const std::byte* grad
 
 void launch_index_select_backward(std::byte* out, DType dt, const std::byte* grad, const std::byte* idx, DType idx_dt,
                                   int64_t outer, int64_t size, int64_t inner, int64_t n, const Exec& e) {
-  Scratch s(size_t(size + 1 + n) * sizeof(int64_t), e);
+  Scratch s(e, size_t(size + 1 + n) * sizeof(int64_t));
   int64_t* start = s.as<int64_t>();
   int64_t* order = start + size + 1;
   group_by_index(idx, idx_dt, n, size, start, order, e);
@@ -198,7 +198,7 @@ void launch_scatter_add(std::byte* out, DType dt, const Dims& out_dims, const st
   // index_add: the positions along dim grouped by their index (one list per output slot).
   const int64_t slots = out_dims.ndim == 0 ? 1 : out_dims.size[dim];
   const int64_t n_idx = index_add ? index.size[0] : 0;
-  Scratch s(index_add ? size_t(slots + 1 + n_idx) * sizeof(int64_t) : 1, e);
+  Scratch s(e, index_add ? size_t(slots + 1 + n_idx) * sizeof(int64_t) : 1);
   int64_t* start = s.as<int64_t>();
   int64_t* order = start + slots + 1;
   if (index_add) group_by_index(idx, idx_dt, n_idx, slots, start, order, e);

@@ -72,7 +72,7 @@ void dropout_backward_typed(std::byte* out, const std::byte* grad, const std::by
 
 void launch_embedding_backward(std::byte* out, DType dt, const std::byte* grad, const std::byte* idx, DType idx_dt,
                                int64_t n, int64_t V, int64_t D, const Exec& e) {
-  Scratch s(size_t(V + 1 + n) * sizeof(int64_t), e);
+  Scratch s(e, size_t(V + 1 + n) * sizeof(int64_t));
   int64_t* start = s.as<int64_t>();
   int64_t* order = start + V + 1;
   group_by_index(idx, idx_dt, n, V, start, order, e);
@@ -104,7 +104,7 @@ BadRow check_multinomial_rows(const std::byte* p, DType dt, int64_t rows, int64_
   BadRow r;
   if (rows <= 0) return r;
   // Per row: kind, category, count, value (as double bits); then the first bad row.
-  Scratch s(size_t(4 * rows + 5) * sizeof(int64_t), e);
+  Scratch s(e, size_t(4 * rows + 5) * sizeof(int64_t));
   int64_t* part = s.as<int64_t>();
   int64_t* result = part + 4 * rows;
   const int64_t sz = itemsize(dt);
@@ -159,7 +159,7 @@ void launch_multinomial(std::byte* out, const std::byte* p, DType dt, int64_t ro
                         int64_t samples, bool replacement, RngState rng, const Exec& e) {
   if (rows * samples == 0) return;
   // Per row: the running sums (with replacement) or the remaining weights (without).
-  Scratch s(size_t(rows * categories) * sizeof(double), e);
+  Scratch s(e, size_t(rows * categories) * sizeof(double));
   double* work = s.as<double>();
   const int64_t sz = itemsize(dt);
   launch(

@@ -1,5 +1,5 @@
 // Shared pieces of the indexing kernels (cuda/index.cu, cuda/nn_functional.cu):
-// scratch device memory, the index range check through an error buffer, and
+// the index range check through an error buffer, and
 // a deterministic stable grouping of positions by index value (the counting
 // sort of cpu/nn_functional.cpp's embedding_backward, done by launches that
 // each write only their own outputs). Included by cuda/*.cu only.
@@ -10,37 +10,9 @@
 
 #include "cuda/index.h"
 #include "cuda/launch.cuh"
+#include "cuda/scratch.h"
 
 namespace dtr::cuda {
-
-/// Scratch memory for one kernel: cudaMallocAsync/cudaFreeAsync on the
-/// Exec's stream on a device (freed in stream order after the launches that
-/// use it), std::malloc under emulation (host memory, like the operands).
-class Scratch {
- public:
-  Scratch(size_t bytes, const Exec& e) : e_(e) {
-    if (bytes == 0) bytes = 1;
-    if (e.emulate) {
-      p_ = std::malloc(bytes);
-      if (p_ == nullptr) throw_cuda_error(int(cudaErrorMemoryAllocation), "scratch malloc", __FILE__, __LINE__);
-    } else {
-      const cudaError_t rc = cudaMallocAsync(&p_, bytes, static_cast<cudaStream_t>(e.stream));
-      if (rc != cudaSuccess) throw_cuda_error(int(rc), "cudaMallocAsync (scratch)", __FILE__, __LINE__);
-    }
-  }
-  ~Scratch() {
-    if (e_.emulate) std::free(p_);
-    else if (cudaFreeAsync(p_, static_cast<cudaStream_t>(e_.stream)) != cudaSuccess) (void)cudaGetLastError();
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  Exec e_;
-  void* p_ = nullptr;
-};
 
 /// Copies n bytes of device (or, under emulation, host) memory to the host;
 /// on a device cudaMemcpy waits for the launches queued before it.
@@ -106,7 +78,7 @@ inline BadIndex first_bad_index(const std::byte* idx, DType dt, int64_t n, int64
   BadIndex r;
   if (n <= 0) return r;
   const int64_t chunks = (n + kCheckChunk - 1) / kCheckChunk;
-  Scratch s(size_t(2 * chunks + 2) * sizeof(int64_t), e);
+  Scratch s(e, size_t(2 * chunks + 2) * sizeof(int64_t));
   int64_t* part = s.as<int64_t>();  // per chunk: position (or -1), value
   int64_t* result = part + 2 * chunks;
   launch(
@@ -158,7 +130,7 @@ inline constexpr int64_t kGroupChunk = 1024;
 inline void group_by_index(const std::byte* idx, DType dt, int64_t n, int64_t V, int64_t* start, int64_t* order,
                            const Exec& e) {
   const int64_t chunks = (V + kGroupChunk - 1) / kGroupChunk;
-  Scratch s(size_t(chunks > 0 ? chunks : 1) * sizeof(int64_t), e);
+  Scratch s(e, size_t(chunks > 0 ? chunks : 1) * sizeof(int64_t));
   int64_t* base = s.as<int64_t>();
   launch(
       e, V + 1,

@@ -1,37 +1,48 @@
-// Kernel scratch memory for the CUDA kernels' host side (cuda/*_ops.cpp):
+// Kernel scratch memory of the CUDA kernels (host wrappers in cuda/*.cpp and
+// launchers in cuda/*.cu alike, so it includes nothing nvcc cannot read):
 // device memory from cudaMallocAsync on the launch's stream, freed with
-// cudaFreeAsync after the work queued there (stream order keeps it alive
-// for the launches that use it); host memory when the Exec emulates. Kernel
+// cudaFreeAsync after the work queued there (stream order keeps it alive for
+// the launches that use it); host memory when the Exec emulates. Kernel
 // scratch lies outside the tensor budget, as on the CPU (cpu/conv.cpp).
+//
+// One definition for every translation unit: two classes of one name in
+// dtr::cuda would share inline member symbols (the destructor) across
+// layouts, and the linker would keep either.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <vector>
+#include <cstdlib>
 
 #include "cuda/exec.h"
-#include "cuda/runtime.h"
 
 namespace dtr::cuda {
 
 class Scratch {
  public:
+  /// `nbytes` of scratch for launches on `e`; none (data() null) for 0.
+  /// Throws OutOfMemoryError when the memory is not there.
   Scratch(const Exec& e, size_t nbytes) : exec_(e) {
     if (nbytes == 0) return;
     if (e.emulate) {
-      host_.resize(nbytes);
-      data_ = host_.data();
+      data_ = static_cast<std::byte*>(std::malloc(nbytes));
+      if (data_ == nullptr) throw_cuda_error(int(cudaErrorMemoryAllocation), "scratch malloc", __FILE__, __LINE__);
       return;
     }
     void* p = nullptr;
-    DTR_CUDA_CHECK(cudaMallocAsync(&p, nbytes, stream()));
+    const cudaError_t rc = cudaMallocAsync(&p, nbytes, stream());
+    if (rc != cudaSuccess) throw_cuda_error(int(rc), "cudaMallocAsync (kernel scratch)", __FILE__, __LINE__);
     data_ = static_cast<std::byte*>(p);
   }
   ~Scratch() {
-    // A failure here means the context is gone (process exit): nothing to free.
-    if (!exec_.emulate && data_ != nullptr && cudaFreeAsync(data_, stream()) != cudaSuccess)
+    if (data_ == nullptr) return;
+    if (exec_.emulate) {
+      std::free(data_);
+    } else if (cudaFreeAsync(data_, stream()) != cudaSuccess) {
+      // The context is gone (process exit): nothing left to free.
       (void)cudaGetLastError();
+    }
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -48,7 +59,6 @@ class Scratch {
     return exec_.stream != nullptr ? static_cast<cudaStream_t>(exec_.stream) : cudaStreamLegacy;
   }
   Exec exec_;
-  std::vector<std::byte> host_;
   std::byte* data_ = nullptr;
 };
 

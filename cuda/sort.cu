@@ -83,7 +83,7 @@ void sort_lines_typed(std::byte* values, std::byte* indices, const std::byte* x,
 void launch_sort_lines(std::byte* values, std::byte* indices, const std::byte* x, DType dt, int64_t outer,
                        int64_t size, int64_t inner, int64_t k, bool descending, const Exec& e) {
   if (outer * inner == 0 || k == 0) return;
-  Scratch s(size_t(outer * inner * size) * sizeof(int64_t), e);
+  Scratch s(e, size_t(outer * inner * size) * sizeof(int64_t));
   int64_t* scratch = s.as<int64_t>();
   compute_dispatch(dt, [&](auto tag) {
     sort_lines_typed<decltype(tag)>(values, indices, x, dt, outer, size, inner, k, descending, scratch, e);

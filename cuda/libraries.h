@@ -1,7 +1,14 @@
 // cuBLAS and cuDNN on the CUDA backend (cuda/libraries.cpp): one handle per
 // device, created on first use, so that without a driver nothing calls into
-// either library (the CPU suite runs in a build that links both). Read by
-// cuda/*_ops.cpp only.
+// either library. Read by cuda/*_ops.cpp only.
+//
+// cuBLAS is loaded at run time (dlopen of libcublas.so.<major>, the major
+// version built against) on the first GEMM on a device, not linked: loading
+// libcublas and libcublasLt costs every process ~50 ms and ~200 MB of
+// mappings, which a process that never multiplies on a GPU (every CPU
+// program of a CUDA build) should not pay. Its entry points are the
+// Cublas table below. cuDNN's loader is a small stub that loads its engines
+// itself, so it stays linked.
 //
 // Note [library determinism]: both handles run on the legacy default stream
 // (cudaStreamLegacy), the stream of every kernel and copy of the backend
@@ -21,6 +28,29 @@
 #include <cudnn.h>
 
 namespace dtr::cuda {
+
+/// The cuBLAS entry points the backend calls, with cuBLAS's own signatures.
+struct Cublas {
+  decltype(&::cublasCreate) create;
+  decltype(&::cublasSetStream) set_stream;
+  decltype(&::cublasSetWorkspace) set_workspace;
+  decltype(&::cublasSetMathMode) set_math_mode;
+  decltype(&::cublasSetAtomicsMode) set_atomics_mode;
+  decltype(&::cublasSetPointerMode) set_pointer_mode;
+  decltype(&::cublasGetStatusString) get_status_string;
+  decltype(&::cublasSgemmStridedBatched) sgemm_strided_batched;
+  decltype(&::cublasDgemmStridedBatched) dgemm_strided_batched;
+  /// The exported overload (compute type cublasComputeType_t; the header's
+  /// inline cudaDataType one only converts to it).
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                            const void*, const void*, cudaDataType, int, long long, const void*,
+                                            cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                            long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+};
+
+/// cuBLAS, loaded on the first call (thread-safe). DeviceError naming the
+/// library and dlerror()'s reason when it or one of its symbols is missing.
+const Cublas& cublas();
 
 /// The cuBLAS handle of device `device`: made current, bound to
 /// cudaStreamLegacy with its own workspace (Note [library determinism]).

@@ -114,20 +114,20 @@ void gemm_strided_batched(int device, DType dt, bool ta, bool tb, int64_t m, int
     std::byte* c = C + b0 * stride_c * isz;
     if (dt == kFloat64) {
       const double al = alpha, be = beta;
-      DTR_CUBLAS_CHECK(cublasDgemmStridedBatched(h, op_of(ta), op_of(tb), M, N, K, &al,
+      DTR_CUBLAS_CHECK(cublas().dgemm_strided_batched(h, op_of(ta), op_of(tb), M, N, K, &al,
                                                  reinterpret_cast<const double*>(a), LDA, stride_a,
                                                  reinterpret_cast<const double*>(b), LDB, stride_b, &be,
                                                  reinterpret_cast<double*>(c), LDC, stride_c, count));
     } else if (dt == kFloat32) {
       const float al = float(alpha), be = float(beta);
-      DTR_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_of(ta), op_of(tb), M, N, K, &al,
+      DTR_CUBLAS_CHECK(cublas().sgemm_strided_batched(h, op_of(ta), op_of(tb), M, N, K, &al,
                                                  reinterpret_cast<const float*>(a), LDA, stride_a,
                                                  reinterpret_cast<const float*>(b), LDB, stride_b, &be,
                                                  reinterpret_cast<float*>(c), LDC, stride_c, count));
     } else {
       const float al = float(alpha), be = float(beta);
       const cudaDataType_t t = cuda_type(dt);
-      DTR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_of(ta), op_of(tb), M, N, K, &al, a, t, LDA, stride_a, b, t,
+      DTR_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(h, op_of(ta), op_of(tb), M, N, K, &al, a, t, LDA, stride_a, b, t,
                                                   LDB, stride_b, &be, c, t, LDC, stride_c, count,
                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "core/backend.h"
 #include "cuda/exec.h"
+#include "cuda/libraries.h"
 #include "dtr/dtr.h"
 #include "second_device.h"
 #include "tests/testing.h"
@@ -29,6 +31,34 @@ TEST(CudaBackend, IsRegisteredWithOrWithoutADevice) {
   EXPECT_EQ(b->name, "cuda");
   EXPECT_FALSE(b->host_accessible);
   EXPECT_GE(b->device_count(), 0);
+}
+
+/// Whether a shared object whose path contains `name` is mapped into this process.
+bool library_mapped(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find(name) != std::string::npos) return true;
+  return false;
+}
+
+TEST(CudaBackend, CublasIsLoadedOnFirstUseWithEverySymbol) {
+  // Without a device nothing has multiplied on one, so nothing loaded cuBLAS:
+  // the library is not linked (cuda/libraries.h).
+  if (cuda_devices() == 0) EXPECT_FALSE(library_mapped("libcublas")) << "libcublas is mapped before first use";
+  const cuda::Cublas& api = cuda::cublas();
+  EXPECT_TRUE(library_mapped("libcublas"));
+  for (const void* fn : {reinterpret_cast<const void*>(api.create), reinterpret_cast<const void*>(api.set_stream),
+                         reinterpret_cast<const void*>(api.set_workspace),
+                         reinterpret_cast<const void*>(api.set_math_mode),
+                         reinterpret_cast<const void*>(api.set_atomics_mode),
+                         reinterpret_cast<const void*>(api.set_pointer_mode),
+                         reinterpret_cast<const void*>(api.get_status_string),
+                         reinterpret_cast<const void*>(api.sgemm_strided_batched),
+                         reinterpret_cast<const void*>(api.dgemm_strided_batched),
+                         reinterpret_cast<const void*>(api.gemm_strided_batched_ex)})
+    EXPECT_NE(fn, nullptr);
+  EXPECT_STREQ(api.get_status_string(CUBLAS_STATUS_NOT_SUPPORTED), "the requested functionality is not supported");
+  EXPECT_EQ(&cuda::cublas(), &api);  // loaded once
 }
 
 TEST(CudaBackend, WithoutADeviceToCudaIsADeviceErrorAndTheCpuWorks) {

@@ -14,6 +14,7 @@ void register_sort_kernels();         // cuda/sort_ops.cpp
 void register_linalg_kernels();       // cuda/linalg_ops.cpp
 void register_conv_kernels();         // cuda/conv_ops.cpp
 void register_attention_kernels();    // cuda/attention_ops.cpp
+void register_norm_kernels();         // cuda/norm_ops.cpp
 
 void register_kernels() {
   register_elementwise_kernels();
@@ -24,6 +25,7 @@ void register_kernels() {
   register_linalg_kernels();
   register_conv_kernels();
   register_attention_kernels();
+  register_norm_kernels();
 }
 
 }  // namespace dtr::cuda

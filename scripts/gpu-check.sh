@@ -16,10 +16,16 @@
 #   4. the zoo's gpt and resnet on cuda:0, unbudgeted and at 0.5 and 0.3 of
 #      their peak, and PyTorch's step on the same models as the peer.
 # Without a device it says so and exits 0. Usage: scripts/gpu-check.sh
-# [BUNDLE] (default build-gpu/bundle.tar.xz, or an unpacked build-gpu/bundle).
+# [--quick] [BUNDLE] (default build-gpu/bundle.tar.xz, or an unpacked
+# build-gpu/bundle); --quick runs checks 1 and 2 alone.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+quick=0
+if [[ ${1:-} == --quick ]]; then
+  quick=1
+  shift
+fi
 bundle=${1:-build-gpu/bundle.tar.xz}
 start=$SECONDS
 say() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - start)); }
@@ -58,8 +64,11 @@ import glob, os, site
 roots = site.getsitepackages() + [site.getusersitepackages()]
 dirs = []
 for r in roots:
-    for d in sorted(glob.glob(os.path.join(r, "nvidia", "*", "lib"))):
-        dirs.append(d)
+    # nvidia/<package>/lib, or nvidia/cu13/lib in CUDA 13's wheels.
+    for lib in sorted(glob.glob(os.path.join(r, "nvidia", "**", "lib*.so*"), recursive=True)):
+        d = os.path.dirname(lib)
+        if d not in dirs:
+            dirs.append(d)
 print(":".join(dirs))
 EOF
 )
@@ -100,6 +109,11 @@ for n in (1024, 4096, 8192):
     torch.cuda.synchronize(); s = (time.perf_counter() - t) / reps
     print(f"torch float32 {n}x{n}x{n}: {2 * n**3 / s / 1e12:.1f} TFLOP/s")
 EOF
+fi
+
+if ((quick)); then
+  say "done (--quick): $failures check(s) failed"
+  exit $((failures != 0))
 fi
 
 # 3. train_gpt on the GPU at H200-sized settings.

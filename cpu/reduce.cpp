@@ -12,56 +12,13 @@
 #include <vector>
 
 #include "cpu/accumulate.h"
+#include "cpu/reduce_geometry.h"
 #include "cpu/simd.h"
 
 namespace dtr::cpu {
 namespace {
 
-// ---- geometry ------------------------------------------------------------------
-
-/// An input seen as (kept dims) x (reduced dims). Output element o walks the
-/// kept dims in row-major order (the output's own order, keepdim or not);
-/// the reduction index r walks the reduced dims in row-major order, and each
-/// output accumulates in increasing r. Size-1 dims are dropped and
-/// neighbours merged where strides allow; each group keeps at least one dim.
-struct Geometry {
-  Shape kshape;
-  Strides kstrides;
-  Shape rshape;
-  Strides rstrides;
-  int64_t nout = 1;
-  int64_t nred = 1;
-};
-
-void push_dim(Shape& shape, Strides& strides, int64_t size, int64_t stride) {
-  if (size == 1) return;
-  if (!shape.empty() && strides.back() == stride * size) {
-    shape.back() *= size;
-    strides.back() = stride;
-    return;
-  }
-  shape.push_back(size);
-  strides.push_back(stride);
-}
-
-Geometry make_geometry(const TensorArg& in, const Shape& dims) {
-  uint64_t mask = 0;
-  for (int64_t d : dims) mask |= uint64_t{1} << d;
-  Geometry g;
-  for (int64_t d = 0; d < in.dim(); ++d) {
-    const int64_t size = in.shape[size_t(d)], stride = in.strides[size_t(d)];
-    if ((mask >> d) & 1u) {
-      push_dim(g.rshape, g.rstrides, size, stride);
-    } else {
-      push_dim(g.kshape, g.kstrides, size, stride);
-    }
-  }
-  if (g.kshape.empty()) g.kshape = {1}, g.kstrides = {0};
-  if (g.rshape.empty()) g.rshape = {1}, g.rstrides = {0};
-  g.nout = numel(g.kshape);
-  g.nred = numel(g.rshape);
-  return g;
-}
+// ---- geometry (cpu/reduce_geometry.h) ----------------------------------------
 
 /// Offset (in elements) of row-major index i of (shape, strides).
 int64_t offset_of(int64_t i, const Shape& shape, const Strides& strides) {
@@ -101,8 +58,6 @@ void for_each_run(const Shape& shape, const Strides& strides, int64_t r0, int64_
   }
 }
 
-// Reduction indices per partial when few outputs share a long reduction.
-constexpr int64_t kSplitBlock = int64_t{1} << 14;
 // Outputs handled together when they are contiguous in the input and the
 // reduction strides over them (e.g. the column sums of a (N, C) matrix).
 constexpr int64_t kTile = 64;
@@ -120,9 +75,8 @@ void run_reduce(const Geometry& g, const T* in, Op& op) {
   }
   const int64_t rstride = g.rstrides.back();
 
-  if (g.nout < 16 && g.nred >= 4 * kSplitBlock) {
+  if (const int64_t nblocks = split_blocks(g); nblocks > 1) {
     // Few outputs with long reductions: fixed blocks of r, combined in order.
-    const int64_t nblocks = (g.nred + kSplitBlock - 1) / kSplitBlock;
     std::vector<Acc> parts(size_t(g.nout * nblocks));
     parallel_for(g.nout * nblocks, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -143,7 +97,7 @@ void run_reduce(const Geometry& g, const T* in, Op& op) {
   }
 
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / g.nred);
-  if (g.kstrides.back() == 1 && g.kshape.back() > 1 && rstride != 1) {
+  if (sums_by_element(g)) {
     // Outputs contiguous in the input, reduction strided (e.g. the column
     // sums of a (N, C) matrix): walk the reduction once for a tile of
     // neighbouring outputs, streaming along the input's rows. Each output
@@ -489,16 +443,6 @@ void cumsum_kernel(const KernelContext& c) {
 }
 
 // ---- backward kernels ------------------------------------------------------------
-
-/// Strides that read a reduced tensor (contiguous, keepdim layout or not)
-/// as if broadcast back to `shape`: 0 along the reduced dims.
-Strides reduced_broadcast_strides(const Shape& shape, const Shape& dims) {
-  Shape kshape = shape;
-  for (int64_t d : dims) kshape[size_t(d)] = 1;
-  Strides s = contiguous_strides(kshape);
-  for (int64_t d : dims) s[size_t(d)] = 0;
-  return s;
-}
 
 // sum_backward: inputs (g); attrs shape, dims, divisor → g broadcast to
 // shape, divided by divisor (1 for sum, N for mean).

@@ -9,11 +9,6 @@
 namespace dtr::cuda {
 namespace {
 
-/// TypeError naming `op` unless `dt` is floating, as cpu/accumulate.h's floating_dispatch.
-void check_floating_input(DType dt, std::string_view op) {
-  DTR_CHECK(is_floating(dt), TypeError, "{}: expected a floating point tensor, got {}", op, dtype_name(dt));
-}
-
 /// The optional inputs weight, bias at input `first` on, as has_weight / has_bias say.
 AffineArgs affine_inputs(const KernelContext& c, size_t first) {
   AffineArgs a;

@@ -15,6 +15,7 @@ void register_linalg_kernels();       // cuda/linalg_ops.cpp
 void register_conv_kernels();         // cuda/conv_ops.cpp
 void register_attention_kernels();    // cuda/attention_ops.cpp
 void register_norm_kernels();         // cuda/norm_ops.cpp
+void register_reduce_kernels();       // cuda/reduce_ops.cpp
 
 void register_kernels() {
   register_elementwise_kernels();
@@ -26,6 +27,7 @@ void register_kernels() {
   register_conv_kernels();
   register_attention_kernels();
   register_norm_kernels();
+  register_reduce_kernels();
 }
 
 }  // namespace dtr::cuda

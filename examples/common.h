@@ -280,22 +280,23 @@ inline std::string memory_columns(const dtr::remat::Stats& now, const dtr::remat
                    share);
 }
 
-/// The runtime's counters step by step: reset_stats() before each step, so
-/// that a step's peak is its own, with the run's totals summed here.
+/// The runtime's counters of one device (the model's) step by step:
+/// reset_stats() before each step, so that a step's peak is its own, with
+/// the run's totals summed here.
 class StepStats {
  public:
   /// Restarts the runtime's counters; the run's totals start from zero.
-  StepStats() { dtr::remat::reset_stats(); }
+  explicit StepStats(dtr::Device device) : device_(device) { dtr::remat::reset_stats(); }
 
   /// Call before each step: what ran since the last call joins the totals.
   void begin_step() {
-    totals_ = add(totals_, dtr::remat::stats());
+    totals_ = add(totals_, dtr::remat::stats(device_));
     dtr::remat::reset_stats();
   }
   /// The counters of the step begun last: its own peak, evictions, ...
-  static dtr::remat::Stats step() { return dtr::remat::stats(); }
+  dtr::remat::Stats step() const { return dtr::remat::stats(device_); }
   /// The run so far, as the runtime would count it without the resets.
-  dtr::remat::Stats total() const { return add(totals_, dtr::remat::stats()); }
+  dtr::remat::Stats total() const { return add(totals_, dtr::remat::stats(device_)); }
 
  private:
   static dtr::remat::Stats add(dtr::remat::Stats sum, const dtr::remat::Stats& s) {
@@ -314,6 +315,7 @@ class StepStats {
     sum.live_storages = s.live_storages;
     return sum;
   }
+  dtr::Device device_;
   dtr::remat::Stats totals_{};
 };
 
@@ -371,18 +373,22 @@ inline double predicted_slowdown(const dtr::remat::PlanReport& report, int64_t b
 /// (dtr::remat::choose_budget), or none when no budget is. Either way the
 /// caller then rebuilds its model from the same seed, so these steps leave
 /// no trace in the run. Without the flag, the budget is whatever
-/// DTR_MEMORY_BUDGET set (possibly none).
-inline BudgetPlan plan_budget(const BudgetFlag& flag, double max_slowdown, const StepMaker& make_step) {
+/// DTR_MEMORY_BUDGET set (possibly none). Peaks are read, and the budget is
+/// set, on `device`: the one the model trains on (--device).
+inline BudgetPlan plan_budget(const BudgetFlag& flag, double max_slowdown, const StepMaker& make_step,
+                              dtr::Device device) {
   BudgetPlan plan;
   if (!flag.given()) {
-    plan.budget = dtr::remat::memory_budget();
+    plan.budget = dtr::remat::memory_budget(device);
     return plan;
   }
-  dtr::remat::set_memory_budget(std::nullopt);
+  dtr::remat::set_memory_budget(device, std::nullopt);
   if (flag.automatic) {
     plan.planned = true;
     plan.max_slowdown = max_slowdown;
-    const dtr::remat::PlanReport report = dtr::remat::plan(make_step());
+    dtr::remat::PlanOptions options;
+    options.device = device;
+    const dtr::remat::PlanReport report = dtr::remat::plan(make_step(), options);
     plan.unbudgeted_peak = report.peak_bytes;
     plan.budget = dtr::remat::choose_budget(report, max_slowdown);
     if (plan.budget) {
@@ -396,12 +402,12 @@ inline BudgetPlan plan_budget(const BudgetFlag& flag, double max_slowdown, const
       step();
       step();
     }
-    plan.unbudgeted_peak = dtr::remat::stats().peak_bytes;
+    plan.unbudgeted_peak = dtr::remat::stats(device).peak_bytes;
     plan.fraction = flag.fraction;
     plan.budget =
         std::max<int64_t>(1, int64_t(std::llround(*flag.fraction * double(plan.unbudgeted_peak))));
   }
-  dtr::remat::set_memory_budget(plan.budget);
+  dtr::remat::set_memory_budget(device, plan.budget);
   return plan;
 }
 
@@ -495,15 +501,16 @@ inline void check_budget_flags(const BudgetFlag& budget, const PlanFlags& p) {
 /// the SVG when --plan-svg was given. The model is built with no budget (one
 /// below what building it needs would fail before the planner lifts it); the
 /// budget in force (DTR_MEMORY_BUDGET) is planned as one more row.
-inline int run_plan(const PlanFlags& p, const StepMaker& make_step) {
+inline int run_plan(const PlanFlags& p, const StepMaker& make_step, dtr::Device device) {
   if (!p.svg.empty()) check_writable(p.svg, "--plan-svg");
   dtr::remat::PlanOptions options;
   options.heuristics = plan_heuristics(p);
-  const std::optional<int64_t> in_force = dtr::remat::memory_budget();
+  options.device = device;
+  const std::optional<int64_t> in_force = dtr::remat::memory_budget(device);
   if (in_force) options.budget_bytes.push_back(*in_force);
-  dtr::remat::set_memory_budget(std::nullopt);
+  dtr::remat::set_memory_budget(device, std::nullopt);
   const dtr::remat::PlanReport report = dtr::remat::plan(make_step(), options);
-  dtr::remat::set_memory_budget(in_force);
+  dtr::remat::set_memory_budget(device, in_force);
   std::fputs(dtr::remat::format_plan(report).c_str(), stdout);
   if (!p.svg.empty()) {
     dtr::remat::write_plan_svg(report, p.svg);

@@ -438,9 +438,10 @@ int run(int argc, char** argv) {
       train_step(*probe, *b, lr_at(c, step, total));
     });
   };
-  if (c.plan.plan) return examples::run_plan(c.plan, make_step);
+  if (c.plan.plan) return examples::run_plan(c.plan, make_step, dtr::Device(c.device));
   const examples::BudgetPlan plan =
-      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
+      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step,
+                              dtr::Device(c.device));
 
   Trainer t = build(c);
   int64_t n_params = 0;
@@ -460,7 +461,7 @@ int run(int argc, char** argv) {
   std::printf("%s\n", examples::budget_line(plan).c_str());
   std::fflush(stdout);
 
-  examples::StepStats run_stats;
+  examples::StepStats run_stats(t.device);
   examples::Progress progress(0, total);
   dtr::remat::Stats interval_start = run_stats.total(), epoch_start = interval_start;
   double interval_seconds = 0, epoch_seconds = 0, train_seconds = 0;
@@ -478,7 +479,7 @@ int run(int argc, char** argv) {
       const Batch b = make_batch(train, order, begin, end);
       const double loss = train_step(t, b, lr_at(c, step, total));
       const double seconds = examples::seconds_since(t0);
-      examples::log_step(step, seconds, examples::StepStats::step());
+      examples::log_step(step, seconds, run_stats.step());
       interval_seconds += seconds;
       epoch_seconds += seconds;
       train_seconds += seconds;

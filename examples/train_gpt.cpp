@@ -119,7 +119,9 @@ struct Config {
 /// This process's place in a data-parallel job (rank 0 of 1 without --distributed).
 struct Ranks {
   int rank = 0, world = 1;
+  std::string device;  // this rank's device when it is not --device's (nccl: cuda:LOCAL_RANK)
   bool lead() const { return rank == 0; }
+  const std::string& device_or(const std::string& flag) const { return device.empty() ? flag : device; }
 };
 
 // ---- data ----------------------------------------------------------------------
@@ -346,7 +348,7 @@ Trainer build(const Config& c, const Ranks& ranks) {
   t.ranks = ranks;
   t.model = std::make_shared<Gpt>(c);
   // Initialised on the CPU from the seed, then moved: the same weights on every device.
-  t.model->device = dtr::Device(c.device);
+  t.model->device = dtr::Device(ranks.device_or(c.device));
   t.model->to(t.model->device);
   if (ranks.world > 1) t.ddp = std::make_unique<dtr::nn::parallel::DistributedDataParallel>(t.model);
   t.opt = std::make_unique<dtr::optim::AdamW>(
@@ -630,6 +632,18 @@ Ranks start_ranks(const Config& c) {
     throw UsageError("--distributed nccl moves CUDA tensors: give --device cuda (each rank its own GPU), "
                      "or use --distributed mpi");
   }
+  // nccl: each rank's model goes on the GPU its group runs on
+  // (cuda:LOCAL_RANK); "--device cuda" means that one on every rank.
+  if (c.distributed == "nccl") {
+    const dtr::Device mine = dtr::distributed::world()->device();
+    if (c.device == "cuda") {
+      ranks.device = mine.str();
+    } else if (dtr::Device(c.device) != mine) {
+      throw UsageError(strprintf("--device %s: rank %d's nccl group runs on %s (its local rank); give "
+                                 "--device cuda to put each rank's model on its own GPU",
+                                 c.device.c_str(), ranks.rank, mine.str().c_str()));
+    }
+  }
   if (!ranks.lead() && std::freopen("/dev/null", "w", stdout) == nullptr) {
     throw DataError("cannot silence the standard output of rank " + std::to_string(ranks.rank));
   }
@@ -665,9 +679,10 @@ int run(int argc, char** argv) {
       train_step(c, *probe, train, ++step);
     });
   };
-  if (c.plan.plan) return examples::run_plan(c.plan, make_step);
+  if (c.plan.plan) return examples::run_plan(c.plan, make_step, dtr::Device(ranks.device_or(c.device)));
   const examples::BudgetPlan plan =
-      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
+      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step,
+                              dtr::Device(ranks.device_or(c.device)));
 
   Trainer t = build(c, ranks);
   int64_t n_params = 0;
@@ -680,7 +695,7 @@ int run(int argc, char** argv) {
               "device %s\n",
               double(n_params) / 1e6, static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head),
-              static_cast<long long>(c.seq_len), c.device.c_str());
+              static_cast<long long>(c.seq_len), ranks.device_or(c.device).c_str());
   std::printf("data: %s, %zu bytes (train %lld, validation %lld)\n", c.data.c_str(), text.size(),
               static_cast<long long>(train.size), static_cast<long long>(val.size));
   std::printf("training: steps %lld to %lld of %lld, batch %lld x %lld bytes, AdamW lr %g "
@@ -700,7 +715,7 @@ int run(int argc, char** argv) {
   std::printf("%s\n", examples::budget_line(plan).c_str());
   std::fflush(stdout);
 
-  examples::StepStats run_stats;
+  examples::StepStats run_stats(t.model->device);
   examples::Progress progress(first - 1, last, /*bar=*/c.distributed.empty());
   dtr::remat::Stats interval_start = run_stats.total();
   double interval_seconds = 0, train_seconds = 0, loss_sum = 0;
@@ -711,7 +726,7 @@ int run(int argc, char** argv) {
     const auto t0 = examples::Clock::now();
     const double loss = train_step(c, t, train, step);
     const double seconds = examples::seconds_since(t0);
-    examples::log_step(step, seconds, examples::StepStats::step());
+    examples::log_step(step, seconds, run_stats.step());
     interval_seconds += seconds;
     train_seconds += seconds;
     loss_sum += loss;

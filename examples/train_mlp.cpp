@@ -113,9 +113,10 @@ int run(int argc, char** argv) {
     auto probe = std::make_shared<Trainer>(uint64_t(c.seed), c.batch);
     return std::function<void()>([probe] { probe->step(); });
   };
-  if (c.plan.plan) return examples::run_plan(c.plan, make_step);
+  if (c.plan.plan) return examples::run_plan(c.plan, make_step, dtr::Device(dtr::kCPU));
   const examples::BudgetPlan plan =
-      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step);
+      examples::plan_budget(c.budget_fraction, c.plan.max_slowdown, make_step,
+                              dtr::Device(dtr::kCPU));
 
   Trainer t(uint64_t(c.seed), c.batch);
   int64_t n_params = 0;
@@ -144,7 +145,7 @@ int run(int argc, char** argv) {
     dtr::NoGradGuard no_grad;
     logits = t.model.forward(test.x);
   }
-  const dtr::remat::Stats s = dtr::remat::stats();
+  const dtr::remat::Stats s = dtr::remat::stats(dtr::kCPU);
   std::printf("final loss %.6f  held-out accuracy %.3f  (%.2f s, %.1f ms/step)\n", loss_value,
               accuracy(logits, test.y), seconds, 1e3 * seconds / double(c.steps));
   std::printf("remat: peak %lld bytes, evictions %lld, rematerializations %lld\n",

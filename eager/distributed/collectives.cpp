@@ -217,9 +217,9 @@ std::shared_ptr<ProcessGroup> resolve(const std::shared_ptr<ProcessGroup>& g) { 
 
 void check_tensor(std::string_view op, const Tensor& t, const ProcessGroup& g, const char* what = "tensor") {
   DTR_CHECK(t.defined(), ValueError, "{}: the {} is undefined", op, what);
-  DTR_CHECK(t.device().type == g.device_type(), DistributedError,
-            "{}: the {} backend of process group {} moves {} tensors, got a {} on {}", op, g.backend_name(),
-            g.id(), device_type_name(g.device_type()), what, t.device().str());
+  DTR_CHECK(t.device() == g.device(), DistributedError,
+            "{}: the {} backend of process group {} moves tensors on {} on this rank, got a {} on {}", op,
+            g.backend_name(), g.id(), g.device().str(), what, t.device().str());
   DTR_CHECK(g.healthy(), DistributedError, "{}: process group {} is unusable: {}", op, g.id(), g.broken_reason());
   DTR_CHECK(g.rank() >= 0, DistributedError, "{}: this process is not a member of process group {}", op, g.id());
 }

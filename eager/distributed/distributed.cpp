@@ -72,9 +72,9 @@ std::shared_ptr<Work> ProcessGroup::launch(const CollectiveCall& call) {
             "{}: this process is not a member of process group {} (world ranks [{}])", name, id_,
             fmt::join(world_ranks_, ", "));
   if (call.kind != CollectiveKind::kBarrier) {
-    DTR_CHECK(call.device.type == device_type(), DistributedError,
-              "{}: the {} backend of process group {} moves {} tensors, got a tensor on {}", name,
-              backend_name(), id_, device_type_name(device_type()), call.device.str());
+    DTR_CHECK(call.device == device(), DistributedError,
+              "{}: the {} backend of process group {} moves tensors on {} on this rank, got a tensor on {}",
+              name, backend_name(), id_, device().str(), call.device.str());
   }
   const int64_t seq = calls_++;
   return start(call, seq);

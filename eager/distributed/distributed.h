@@ -100,8 +100,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   /// "mpi" or "nccl".
   virtual std::string_view backend_name() const = 0;
-  /// The device type whose tensors this backend moves (kCPU for mpi, kCUDA for nccl).
-  virtual DeviceType device_type() const = 0;
+  /// The device this rank's collectives run on, and the only one whose
+  /// tensors they take: cpu for mpi; for nccl cuda:LOCAL_RANK (else the
+  /// rank modulo the visible devices), chosen by init_process_group. A
+  /// program puts its model there (torch: `torch.cuda.set_device(local_rank)`).
+  virtual Device device() const = 0;
+  /// device().type: kCPU for mpi, kCUDA for nccl.
+  DeviceType device_type() const { return device().type; }
   /// Seconds a collective may wait for the other ranks (DTR_COLLECTIVE_TIMEOUT).
   double timeout_seconds() const { return timeout_seconds_; }
   /// The handle collective rows carry in their "group" attribute.

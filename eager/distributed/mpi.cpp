@@ -277,7 +277,7 @@ class MpiGroup final : public ProcessGroup {
     if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
   }
   std::string_view backend_name() const override { return "mpi"; }
-  DeviceType device_type() const override { return kCPU; }
+  Device device() const override { return Device(kCPU); }
   MPI_Comm comm() const { return data_; }
 
   /// Advances every queued collective as far as it can go without blocking.

@@ -375,8 +375,7 @@ class NcclGroup final : public ProcessGroup {
   ~NcclGroup() override { release(/*abort=*/false); }
 
   std::string_view backend_name() const override { return "nccl"; }
-  DeviceType device_type() const override { return DeviceType::kCUDA; }
-  int device() const { return device_; }
+  Device device() const override { return Device(DeviceType::kCUDA, device_); }
 
   /// The sub-group of the world ranks `ranks` (ncclCommSplit; every rank of
   /// this group calls it).

@@ -198,6 +198,14 @@ TEST(Collectives, DifferentCollectivesFailOnEveryRank) {
   EXPECT_TRUE(on_every_rank(!msg.empty()));
 }
 
+// The mpi group runs on the CPU: that is the device every rank's model
+// belongs on (an nccl group names cuda:LOCAL_RANK instead).
+TEST(Collectives, TheMpiGroupsDeviceIsTheCpu) {
+  EXPECT_EQ(world()->device(), Device(kCPU));
+  EXPECT_EQ(world()->device_type(), kCPU);
+  EXPECT_TRUE(on_every_rank(true));
+}
+
 TEST(Collectives, NonContiguousInPlaceIsAValueErrorAndTheFunctionalFormCopies) {
   Tensor t = ones({3, 4}).transpose(0, 1);
   EXPECT_NE(error_message<ValueError>([&] { all_reduce(t); }).find("contiguous"), std::string::npos);

@@ -253,6 +253,8 @@ int worker() {
     int dev = 0;
     cuda_ok(cudaGetDevice(&dev), "cudaGetDevice");
     Rank r{dist::world(), dist::get_rank(), dist::get_world_size(), dtr::Device(dtr::DeviceType::kCUDA, dev)};
+    CHECK_THAT(r.group->device() == r.device, "the group runs on {}, the rank's current device is {}",
+               r.group->device().str(), r.device.str());
     check_all_reduce(r);
     check_bitwise_identical(r);
     check_broadcast_gather_scatter(r);

@@ -950,13 +950,37 @@ struct Runtime::Impl final : CandidateSync {
   // input no user holds (an intermediate brought back only to rebuild
   // something else) is freed as soon as nothing uses it: eager eviction, as
   // for any storage whose last handle went (DTR paper §3), instead of
-  // sitting in the budget until the heuristic picks it.
+  // sitting in the budget until the heuristic picks it. Not while another
+  // reader's result is still to be rebuilt (Note [remat intermediates]):
+  // it stays, evictable, for that rebuild.
   void unlock_all(std::vector<Storage*>& v, int64_t now) {
     for (Storage* s : v) {
       unlock(*s, now);
-      free_if_unused(*s);
+      if (!needed_again(*s)) free_if_unused(*s);
     }
     v.clear();
+  }
+
+
+  // Note [remat intermediates]. Whether a result of another reader of `s`
+  // is evicted (not resident, not swapped) and will be rebuilt: a user
+  // holds it, or a frame of the rematerialization in progress is to
+  // rebuild it. Its rebuild would need `s` again. An LSTM cell's gates feed
+  // four activations, which a rebuild of the hidden state needs one frame
+  // after another and backward one op after another; freeing the gates
+  // after the first made each of the others rebuild them, and the hidden
+  // state before them, again: exponential in the depth of the evicted chain.
+  static bool needed_again(const Storage& s) {
+    for (const auto& w : st(s).consumers) {
+      const std::shared_ptr<Node> n = w.lock();
+      if (!n) continue;
+      for (const auto& ow : n->outputs) {
+        const std::shared_ptr<Storage> o = ow.lock();
+        if (!o || o.get() == &s || o->resident() || swapped(*o)) continue;
+        if (o->handle_count.load() > 0 || st(*o).remat_frames > 0) return true;
+      }
+    }
+    return false;
   }
 
   // Rematerializes `target` and everything it needs, with an explicit work
@@ -965,7 +989,7 @@ struct Runtime::Impl final : CandidateSync {
     using Frame = RematFrame;
     std::vector<Frame> stack;
     std::vector<Storage*> missing;
-    stack.push_back(Frame{&target, kNoParent});
+    push_frame(stack, &target, kNoParent);
     // The OutOfMemoryError report reads the stack while this runs.
     struct StackScope {
       std::vector<RematFrame>*& slot;
@@ -1014,7 +1038,7 @@ struct Runtime::Impl final : CandidateSync {
             };
             return tick(a) < tick(b);
           });
-          for (Storage* in : missing) stack.push_back(Frame{in, top});
+          for (Storage* in : missing) push_frame(stack, in, top);
           continue;
         }
         for (const auto& in : node->inputs) {
@@ -1026,13 +1050,13 @@ struct Runtime::Impl final : CandidateSync {
       }
     } catch (const OutOfMemoryError&) {
       // Its report names the rematerialization already (oom_context).
-      for (auto& f : stack) unlock_all(f.locked, clock);
+      abandon(stack);
       throw;
     } catch (...) {
       // Any other error from a replay (a kernel, a device, DTR_VERIFY)
       // keeps its type and says what was being rebuilt, for which op.
       const std::string context = remat_error_context(target);
-      for (auto& f : stack) unlock_all(f.locked, clock);
+      abandon(stack);
       rethrow_with_context(context);
     }
   }
@@ -1058,6 +1082,19 @@ struct Runtime::Impl final : CandidateSync {
   std::vector<RematFrame>* remat_stack = nullptr;
   const Node* replaying = nullptr;
 
+  template <typename Frames>
+  static void push_frame(Frames& stack, Storage* s, size_t parent) {
+    stack.push_back(RematFrame{s, parent, {}});
+    ++st(*s).remat_frames;
+  }
+  // A failed rematerialization: every frame's inputs are unlocked (and
+  // freed where nothing else will rebuild from them).
+  template <typename Frames>
+  void abandon(Frames& stack) {
+    for (auto& f : stack) --st(*f.s).remat_frames;
+    for (auto& f : stack) unlock_all(f.locked, clock);
+  }
+
   // Pops the top frame (whose storage is resident) and hands it, locked, to
   // its parent frame: the one whose replay reads it. (Not simply the frame
   // below, which may be a sibling input: it would unlock this storage after
@@ -1067,6 +1104,7 @@ struct Runtime::Impl final : CandidateSync {
     auto& f = stack.back();
     Storage* s = f.s;
     const size_t parent = f.parent;
+    --st(*s).remat_frames;
     unlock_all(f.locked, clock);
     stack.pop_back();
     if (parent != kNoParent) {

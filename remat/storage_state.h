@@ -34,6 +34,9 @@ struct StorageState final : StorageHook {
   std::vector<std::weak_ptr<Node>> consumers;
   /// >0 while an op is using the bytes; locked storages are never evicted.
   int32_t lock_count = 0;
+  /// Frames of the rematerialization in progress that are to rebuild this
+  /// storage (Note [remat intermediates]).
+  int32_t remat_frames = 0;
   /// Logical clock tick of the last access (Note [scores]).
   int64_t last_access = 0;
   /// Position in its device's evictable pool, or -1.

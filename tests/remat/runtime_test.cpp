@@ -364,6 +364,79 @@ TEST_F(Fixture, LastUnpinFreesAStorageNoHandleHolds) {
   EXPECT_FALSE(a->resident());
 }
 
+// out[i] = sum of ins[k][i] bytewise, recorded as lineage, held by no handle.
+std::shared_ptr<Storage> unheld_sum(Runtime& rt, int& replays, std::vector<std::shared_ptr<Storage>> ins) {
+  std::vector<Storage*> ip;
+  for (auto& in : ins) ip.push_back(in.get());
+  rt.acquire(ip);
+  auto out = std::make_shared<Storage>(ins[0]->nbytes(), Device());
+  rt.allocate(*out);
+  auto node = std::make_shared<Node>();
+  node->op_name = "sum_of";
+  node->inputs = ins;
+  node->outputs.push_back(out);
+  node->output_nbytes.push_back(out->nbytes());
+  node->cost_seconds = 1e-6;
+  node->recompute = [&replays](std::span<Storage* const> in, std::span<Storage* const> outs) {
+    ++replays;
+    auto* b = static_cast<uint8_t*>(outs[0]->data());
+    for (int64_t i = 0; i < outs[0]->nbytes(); ++i) {
+      uint8_t v = 0;
+      for (Storage* x : in) v = uint8_t(v + static_cast<const uint8_t*>(x->data())[i]);
+      b[i] = v;
+    }
+  };
+  std::vector<Storage*> op{out.get()};
+  node->recompute(ip, op);
+  --replays;
+  rt.record(node);
+  rt.release(ip);
+  rt.release(op);
+  rt.on_last_handle(*out);  // no handle: freed at once, lineage rebuilds it
+  return out;
+}
+
+// Note [remat intermediates]: an intermediate no handle holds, brought back
+// to rebuild one reader's result, stays while another reader's result a
+// user holds is still evicted. Four held results of one unheld `g` (an LSTM
+// cell's gate activations), read back one op after another, replay g once.
+TEST_F(Fixture, AnUnheldIntermediateIsRebuiltOnceForItsEvictedReaders) {
+  auto c = constant(64, 0);
+  chain.push_back(c);
+  for (int i = 0; i < 5; ++i) chain.push_back(plus_one(chain.back()));  // held: 1..5
+  auto g = unheld_sum(rt, replays, {chain.back()});                       // 5, no handle
+  std::vector<std::shared_ptr<Storage>> readers;
+  for (int k = 0; k < 4; ++k) readers.push_back(plus_one(g));             // held: 6
+  rt.set_memory_budget(64);  // evicts all but the constant
+  for (auto& s : chain) EXPECT_EQ(s->resident(), s == c);
+  rt.set_memory_budget(std::nullopt);
+  replays = 0;
+  for (auto& r : readers) EXPECT_EQ(first_byte(r), 6);
+  EXPECT_EQ(replays, 5 + 1 + 4);  // the chain, g once, each reader
+  // Once every reader is back, g goes (nothing will rebuild from it).
+  EXPECT_FALSE(g->resident());
+}
+
+// The same within one rematerialization: `t` reads two unheld results of
+// one unheld `g`; rebuilding t replays g once, not once per reader.
+TEST_F(Fixture, OneRematerializationRebuildsASharedIntermediateOnce) {
+  auto c = constant(64, 1);
+  chain.push_back(c);
+  for (int i = 0; i < 3; ++i) chain.push_back(plus_one(chain.back()));  // held: 2..4
+  auto g = unheld_sum(rt, replays, {chain.back()});                       // 4
+  auto a = unheld_sum(rt, replays, {g, g});                                // 8
+  auto b = unheld_sum(rt, replays, {g});                                   // 4
+  auto t = plus_one(unheld_sum(rt, replays, {a, b}));                     // held: 13
+  rt.set_memory_budget(64);
+  EXPECT_FALSE(t->resident());
+  rt.set_memory_budget(std::nullopt);
+  replays = 0;
+  EXPECT_EQ(first_byte(t), 13);
+  EXPECT_EQ(replays, 3 + 1 + 2 + 1 + 1);  // the chain, g, a and b, their sum, t
+  EXPECT_FALSE(g->resident());
+  EXPECT_FALSE(a->resident());
+}
+
 TEST_F(Fixture, MutationKeepsTheOldVersionForAnEvictedReader) {
   auto c = constant(16, 5);
   auto d = plus_one(c);  // reads c

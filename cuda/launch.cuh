@@ -85,6 +85,20 @@ DTR_HD void store(std::byte* p, DType dt, C v) {
   }
 }
 
+/// An operand of dtype `dt` at `p`: element k (an element offset, `sz`
+/// bytes each) read as T.
+struct Input {
+  const std::byte* p;
+  DType dt;
+  int64_t sz;
+  template <typename T>
+  DTR_HD T at(int64_t k) const {
+    return load<T>(p + k * sz, dt);
+  }
+};
+
+inline Input input_of(const std::byte* x, DType dt) { return Input{x, dt, itemsize(dt)}; }
+
 /// Byte offsets of linear index i (row-major over L.sizes) for each operand.
 template <int N>
 DTR_HD void offsets_of(const ElementwiseLayout<N>& L, int64_t i, int64_t (&off)[N]) {

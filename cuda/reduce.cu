@@ -36,17 +36,6 @@ DTR_HD bool is_nan(C x) {
 template <typename C>
 using SumAcc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
 
-/// The input of a reduction: element k (an element offset) as T.
-struct Input {
-  const std::byte* p;
-  DType dt;
-  int64_t sz;
-  template <typename T>
-  DTR_HD T at(int64_t k) const {
-    return load<T>(p + k * sz, dt);
-  }
-};
-
 /// Element offset of output o's first term: o row-major over the kept dims.
 DTR_HD int64_t output_offset(const ReduceGeometry& g, int64_t o) {
   int64_t off = 0;
@@ -263,8 +252,6 @@ void run_reduce(const Exec& e, const ReduceGeometry& g, const Op& op, const char
   launch(e, g.nout * g.nblocks, PartialBody<Op>{op, g, s.as<Acc>()}, name);
   launch(e, g.nout, CombineBody<Op>{op, g.nblocks, s.as<Acc>()}, name);
 }
-
-Input input_of(const std::byte* x, DType dt) { return Input{x, dt, itemsize(dt)}; }
 
 /// The means of x over g into means (nout doubles), as var computes them.
 template <typename C>

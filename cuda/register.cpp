@@ -16,6 +16,7 @@ void register_conv_kernels();         // cuda/conv_ops.cpp
 void register_attention_kernels();    // cuda/attention_ops.cpp
 void register_norm_kernels();         // cuda/norm_ops.cpp
 void register_reduce_kernels();       // cuda/reduce_ops.cpp
+void register_loss_kernels();         // cuda/loss_ops.cpp
 
 void register_kernels() {
   register_elementwise_kernels();
@@ -28,6 +29,7 @@ void register_kernels() {
   register_attention_kernels();
   register_norm_kernels();
   register_reduce_kernels();
+  register_loss_kernels();
 }
 
 }  // namespace dtr::cuda

@@ -14,17 +14,6 @@
 
 namespace dtr::cuda {
 
-/// Copies n bytes of device (or, under emulation, host) memory to the host;
-/// on a device cudaMemcpy waits for the launches queued before it.
-inline void read_back(void* dst, const void* src, size_t n, const Exec& e) {
-  if (e.emulate) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  const cudaError_t rc = cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
-  if (rc != cudaSuccess) throw_cuda_error(int(rc), "cudaMemcpy (error buffer)", __FILE__, __LINE__);
-}
-
 /// Index i of an int64 or int32 index tensor (contiguous).
 DTR_HD int64_t load_index(const std::byte* p, DType dt, int64_t i) {
   return dt == DType::kInt64 ? reinterpret_cast<const int64_t*>(p)[i] : int64_t(reinterpret_cast<const int32_t*>(p)[i]);

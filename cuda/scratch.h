@@ -7,13 +7,15 @@
 //
 // One definition for every translation unit: two classes of one name in
 // dtr::cuda would share inline member symbols (the destructor) across
-// layouts, and the linker would keep either.
+// layouts, and the linker would keep either. read_back copies results (an
+// error buffer) to the host.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 
 #include "cuda/exec.h"
 
@@ -61,5 +63,16 @@ class Scratch {
   Exec exec_;
   std::byte* data_ = nullptr;
 };
+
+/// Copies n bytes of device (or, under emulation, host) memory to the host;
+/// on a device cudaMemcpy waits for the launches queued before it.
+inline void read_back(void* dst, const void* src, size_t n, const Exec& e) {
+  if (e.emulate) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const cudaError_t rc = cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
+  if (rc != cudaSuccess) throw_cuda_error(int(rc), "cudaMemcpy (error buffer)", __FILE__, __LINE__);
+}
 
 }  // namespace dtr::cuda

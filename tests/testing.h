@@ -74,6 +74,20 @@ inline ::testing::AssertionResult bitwise_equal(const Tensor& a, const Tensor& b
   return ::testing::AssertionSuccess();
 }
 
+/// Bitwise equality, but any NaN equals any NaN (float16 and bfloat16 NaNs
+/// rounded by the CUDA kernels' conversion keep another payload than the CPU's).
+inline ::testing::AssertionResult bitwise_equal_but_nan(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return ::testing::AssertionFailure() << got.str() << " vs " << want.str();
+  const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 /// Finite-difference gradient check (torch.autograd.gradcheck in spirit):
 /// `fn` maps float64 inputs to one output; the analytical gradient of
 /// sum(out * w) for a fixed random w is compared with central differences.

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -30,20 +29,6 @@ Tensor host(const Tensor& t) { return t.to(Device(kCPU)); }
 
 using ReduceFn = std::function<std::vector<Tensor>(const Tensor&)>;
 
-/// Equal values: bitwise, but any NaN equals any NaN (float16 and bfloat16
-/// NaNs are rounded by the device's conversion, whose payload is not the CPU's).
-::testing::AssertionResult same_values(const Tensor& got, const Tensor& want) {
-  if (got.dtype() != want.dtype() || got.shape() != want.shape())
-    return ::testing::AssertionFailure() << got.str() << " vs " << want.str();
-  const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-  }
-  return ::testing::AssertionSuccess();
-}
-
 /// f of x on the CPU and of x's copy on the test device: the same values.
 void expect_bitwise_cpu(const ReduceFn& f, const Tensor& x, const std::string& what) {
   const std::vector<Tensor> cpu = f(x);
@@ -51,7 +36,7 @@ void expect_bitwise_cpu(const ReduceFn& f, const Tensor& x, const std::string& w
   ASSERT_EQ(cpu.size(), got.size()) << what;
   for (size_t i = 0; i < cpu.size(); ++i) {
     EXPECT_EQ(got[i].device(), dev()) << what;
-    EXPECT_TRUE(same_values(host(got[i]), cpu[i])) << what << " result " << i;
+    EXPECT_TRUE(testing::bitwise_equal_but_nan(host(got[i]), cpu[i])) << what << " result " << i;
   }
 }
 

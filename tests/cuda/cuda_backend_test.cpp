@@ -86,6 +86,26 @@ TEST(CudaLaunch, OneIndexPerThreadUpToTheGridCap) {
   EXPECT_EQ(cuda::launch_blocks(int64_t{1} << 40), unsigned(cuda::kMaxBlocks));  // grid-stride beyond
 }
 
+// Every row that has a CPU kernel has a CUDA one (its own, or one for
+// every device, as the collectives'): a model runs on cuda:N wherever it
+// runs on the CPU.
+TEST(CudaBackend, EveryRowWithACpuKernelHasACudaKernel) {
+  (void)zeros({1});  // the rows are registered
+  const std::vector<std::string> cuda_ops = cuda::ops_with_cuda_kernels();
+  int rows = 0;
+  std::vector<std::string> missing;
+  for (const auto& row : OpRegistry::instance().ops()) {
+    if (row->kernels[size_t(kCPU)] == nullptr) continue;
+    ++rows;
+    if (row->kernels[size_t(kCUDA)] == nullptr &&
+        !std::binary_search(cuda_ops.begin(), cuda_ops.end(), row->name))
+      missing.push_back(row->name);
+  }
+  EXPECT_GT(rows, 100);
+  EXPECT_TRUE(missing.empty()) << missing.size() << " of " << rows << " rows without a CUDA kernel, the first: "
+                               << (missing.empty() ? std::string() : missing.front());
+}
+
 // ---- the kernels under host emulation ---------------------------------------------
 
 TEST(CudaEmulation, BindsEveryCudaKernelThatRunsWithoutALibraryCall) {

@@ -9,6 +9,7 @@
 
 #include "eager/dispatch.h"
 #include "eager/ops.h"
+#include "remat/runtime.h"
 
 namespace dtr {
 
@@ -558,6 +559,22 @@ void run_post_accumulate_grad_hooks(Tensor& leaf) {
   for (const auto& [id, hook] : hooks) hook(leaf);
 }
 
+// A leaf's .grad is a leaf itself (PyTorch's AccumulateGrad): its bytes stay
+// until the optimizer reads them and are never rebuilt. Left with its
+// lineage, a gradient evicted during backward was rebuilt in the optimizer
+// step by replaying the backward ops that made it, from activations freed
+// long before, each of which needed its own evicted inputs: an encoder's
+// AdamW step replayed 21,000 ops that way. So the gradient becomes a
+// constant (Note [what may be evicted]); one that is a part of a larger
+// storage is copied first, so the rest of that storage stays evictable.
+Tensor as_grad_leaf(Tensor g) {
+  const bool whole = g.is_contiguous() && g.storage_offset() == 0 &&
+                     g.storage()->nbytes() == g.numel() * int64_t(itemsize(g.dtype()));
+  if (!whole) g = g.clone();
+  remat::Runtime::global().register_constant(*g.storage());
+  return g;
+}
+
 void accumulate_into_leaf(Node& node, const Tensor& g_in, bool create_graph) {
   auto leaf_impl = node.leaf.lock();
   if (!leaf_impl || !g_in.defined()) return;
@@ -574,8 +591,10 @@ void accumulate_into_leaf(Node& node, const Tensor& g_in, bool create_graph) {
   // With create_graph the new .grad keeps its graph (PyTorch's), so out of place.
   if (!create_graph && addable_in_place(prev, g, 2)) {
     prev.add_(g);
+  } else if (create_graph) {
+    leaf.set_grad(prev.defined() ? add(prev, g) : g);
   } else {
-    leaf.set_grad(prev.defined() ? add(prev, g) : create_graph ? g : g.detach());
+    leaf.set_grad(as_grad_leaf(prev.defined() ? add(prev, g) : g.detach()));
   }
   run_post_accumulate_grad_hooks(leaf);
 }

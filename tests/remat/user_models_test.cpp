@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "dtr/dtr.h"
+#include "remat/storage_state.h"
 
 namespace dtr {
 namespace {
@@ -191,6 +192,47 @@ TEST(UserModels, EncoderUnderBf16AutocastTrainsBitwiseOrRefusesQuickly) {
     expect_bitwise(ref, r, "encoder at 0.30");
   } catch (const OutOfMemoryError& e) {
     EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos);
+  }
+}
+
+// A leaf's .grad is a leaf itself, as PyTorch's AccumulateGrad keeps it: a
+// constant, so the optimizer step reads it and rebuilds nothing. With its
+// lineage kept, a gradient evicted during backward was rebuilt inside
+// AdamW's step by replaying the backward ops that made it, from activations
+// freed long before (the encoder's thrash at 0.30 was inside AdamW::step).
+TEST(UserModels, GradientsAreLeavesSoTheOptimizerStepReplaysNothing) {
+  constexpr int64_t B = 16, T = 64, D = 64, H = 4, L = 3, V = 64;
+  int64_t peak = 0;
+  for (double fraction : {1.0, 0.45}) {
+    manual_seed(11);
+    Encoder model(V, D, H, L);
+    optim::AdamW opt(model.parameters(), optim::AdamWOptions(1e-3));
+    remat::reset_stats();
+    BudgetScope scope(fraction < 1.0 ? std::optional<int64_t>(int64_t(double(peak) * fraction)) : std::nullopt);
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      Tensor loss;
+      {
+        AutocastGuard ac(kBFloat16);
+        const Tensor logits = model.forward(token_ids(B, T, V, step, 0));
+        loss = cross_entropy(logits.view({B * T, V}).to(kFloat32), token_ids(B, T, V, step, 1).view({B * T}));
+      }
+      loss.backward();
+      for (const Tensor& p : model.parameters()) {
+        ASSERT_TRUE(p.grad().defined());
+        EXPECT_TRUE(remat::is_constant(*p.grad().storage())) << "a gradient kept its lineage at " << fraction;
+        EXPECT_EQ(remat::producer(*p.grad().storage()), nullptr);
+      }
+      const int64_t replayed = remat::stats().recomputed_ops;
+      opt.step();
+      EXPECT_EQ(remat::stats().recomputed_ops, replayed) << "the optimizer step replayed ops at " << fraction;
+    }
+    if (fraction == 1.0) {
+      peak = remat::stats().peak_bytes;
+    } else {
+      EXPECT_GT(remat::stats().evictions, 0);
+      EXPECT_LE(remat::stats().peak_bytes, int64_t(double(peak) * fraction));
+    }
   }
 }
 

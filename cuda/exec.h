@@ -58,5 +58,9 @@ constexpr unsigned launch_blocks(int64_t n) {
 [[noreturn]] void throw_cuda_error(int error, const char* what, const char* file, int line);
 /// Checks the last launch on the calling thread (cudaGetLastError).
 void check_launch(const char* kernel);
+/// Gives the entirely free segments of the current device's caching
+/// allocator back to the device (cuda/runtime.cpp), for kernel scratch
+/// that found no memory outside them.
+void release_cached_segments();
 
 }  // namespace dtr::cuda

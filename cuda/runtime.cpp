@@ -142,10 +142,23 @@ class CudaMemorySource final : public DeviceMemorySource {
   void* reserve(size_t nbytes) override {
     set_device(index_);
     void* p = nullptr;
-    if (cudaMalloc(&p, nbytes) != cudaSuccess) {
+    cudaError_t rc = cudaMalloc(&p, nbytes);
+    if (rc == cudaErrorMemoryAllocation) {
+      // Kernel scratch freed with cudaFreeAsync (cuda/scratch.h) stays in the
+      // stream-ordered pool until a synchronization: wait, trim it, try once more.
+      (void)cudaGetLastError();
+      cudaMemPool_t pool = nullptr;
+      if (cudaDeviceSynchronize() == cudaSuccess && cudaDeviceGetMemPool(&pool, index_) == cudaSuccess)
+        (void)cudaMemPoolTrimTo(pool, 0);
+      (void)cudaGetLastError();
+      rc = cudaMalloc(&p, nbytes);
+    }
+    if (rc == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       return nullptr;  // the allocator gives back its free segments, then the runtime evicts
     }
+    // Anything else (a sticky error of an earlier kernel) is no shortage of memory.
+    check(rc, "cudaMalloc");
     return p;
   }
   void release(void* p, size_t) override {
@@ -173,6 +186,19 @@ Allocator* allocator_of(int index) {
   }();
   return &(*heaps)[size_t(index)]->allocator;
 }
+
+}  // namespace
+
+void release_cached_segments() {
+  int index = -1;
+  if (cudaGetDevice(&index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  if (index >= 0 && index < device_count()) static_cast<CachingAllocator*>(allocator_of(index))->empty_cache();
+}
+
+namespace {
 
 int64_t memory_bytes_of(int index) {
   set_device(index);

@@ -51,7 +51,9 @@ DTR_HD void coords_of(const Dims& d, int64_t i, int64_t* c) {
 /// v rounded to dtype dt and back to C (a store and a load).
 template <typename C>
 DTR_HD C round_to(C v, DType dt) {
-  std::byte b[8];
+  // store/load access it as an 8-byte type: a byte array alone may sit
+  // misaligned in a device thread's local memory.
+  alignas(8) std::byte b[8];
   store<C>(b, dt, v);
   return load<C>(b, dt);
 }

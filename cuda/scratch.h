@@ -33,7 +33,14 @@ class Scratch {
       return;
     }
     void* p = nullptr;
-    const cudaError_t rc = cudaMallocAsync(&p, nbytes, stream());
+    cudaError_t rc = cudaMallocAsync(&p, nbytes, stream());
+    if (rc == cudaErrorMemoryAllocation) {
+      // The caching allocator's free segments may hold the memory (outside
+      // any budget): give them back and try once more.
+      (void)cudaGetLastError();
+      release_cached_segments();
+      rc = cudaMallocAsync(&p, nbytes, stream());
+    }
     if (rc != cudaSuccess) throw_cuda_error(int(rc), "cudaMallocAsync (kernel scratch)", __FILE__, __LINE__);
     data_ = static_cast<std::byte*>(p);
   }

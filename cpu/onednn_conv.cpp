@@ -347,6 +347,7 @@ memory weight_memory(const ChunkPrimitives& p, const float* w, Buffer& buffer) {
   const Operand& op = p.full->b;
   memory user(op.user, engine, const_cast<float*>(w));
   if (op.direct()) return user;
+  const OneOmpThread one;
   memory conv(op.conv, engine, buffer.get(op.conv.get_size()));
   ThreadScratch& ts = thread_scratch();
   memory pad = scratchpad(*p.full, ts);
@@ -366,7 +367,6 @@ memory chunk_input(const Operand& op, float* data, Buffer& buffer, memory& pad, 
   run_reorder(*op.reorder, user, conv, pad, s);
   return conv;
 }
-
 
 // Calls f(chunk index, first image, images) for every chunk on dtr's pool,
 // one chunk per task, each under one OpenMP thread.

@@ -33,7 +33,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 JOBS=$(nproc 2>/dev/null || echo 2)
 PACKAGES=(
   cmake g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
-  libopenblas-dev zlib1g-dev libdlpack-dev libexpat1-dev python3 fortunes dataset-fashion-mnist
+  libopenblas-dev libdnnl-dev zlib1g-dev libdlpack-dev libexpat1-dev python3 fortunes dataset-fashion-mnist
   python3-dev python3-venv python3-numpy python3-pytest
   openmpi-bin libopenmpi-dev
 )

@@ -1,7 +1,9 @@
 // Convolution and pooling kernels on (N, C, H, W) tensors: conv2d by im2col +
 // GEMM (forward; input gradient by GEMM + col2im; weight gradient by im2col +
 // GEMM), conv_transpose2d (the input gradient's kernel plus bias),
-// max/avg/adaptive-avg pooling and their backward scatters.
+// max/avg/adaptive-avg pooling and their backward scatters. float32
+// convolutions first try oneDNN (cpu/onednn_conv.cpp, Note [oneDNN
+// convolutions] below); im2col runs float64 and whatever oneDNN rejects.
 //
 // Convolutions work on chunks of images: the column matrix of a chunk holds
 // the images side by side, (C/groups * kH * kW, images * Ho * Wo), so each
@@ -14,27 +16,55 @@
 // (image, channel) plane; the weight gradient adds chunk GEMMs in chunk
 // order; the chunk size depends only on the shapes; GEMM follows
 // cpu/linalg.h.
+//
+// Note [oneDNN convolutions]. float32 conv2d, conv2d_input_grad (hence
+// conv_transpose2d) and conv2d_weight_grad run on oneDNN (Debian's libdnnl
+// 2.6, built with the OpenMP runtime), as PyTorch's CPU convolutions do;
+// float16/bfloat16 reach it through run_in_float32. Measured on the zoo's
+// shapes and odd ones, with oneDNN's own OpenMP threads at 1, 2, 3 and 7:
+// the forward and the input gradient came out bitwise the same for every
+// thread count, the weight gradient did not (its kernels split the
+// reduction over the batch among threads). So oneDNN never picks its
+// thread count here. Each call cuts the batch into chunks of
+// onednn_images_per_chunk images (halving while a chunk keeps 2^23
+// multiply-adds, at most 64 chunks: the shapes alone decide), and dtr's
+// pool runs one oneDNN call per chunk with the calling thread's OpenMP
+// thread count set to 1 for the call (omp_set_num_threads of the runtime
+// libdnnl loads, restored after), so every primitive is made for and run
+// on one thread and no OpenMP team competes with the pool. An image's
+// forward and input gradient come from one single-threaded call whose
+// chunk is fixed; the weight gradient sums its chunks' results in chunk
+// order. Thread counts then change only which thread runs a chunk.
+// Primitives are cached per process by direction, chunk size and geometry
+// (creation JITs code, ~1 ms). Operands stay in the tensors (NCHW, OIHW).
+// oneDNN's blocked kernels (format_tag::any: oneDNN picks the layout, each
+// chunk goes through reorders into per-thread buffers) beat its plain NCHW
+// ones (its own im2col + GEMM) on nearly every shape: with plain layouts a
+// zoo ResNet step took 369 ms, as with dtr's im2col, with blocked ones
+// 193 ms. The exceptions run plain, in place (blocked_layout): a 1x1
+// stride-1 convolution, a plain GEMM on NCHW, and the input gradient of a
+// layer with fewer than 8 input channels. The choice is a function of the
+// shapes, so a replay rounds as the original did. The per-thread buffers
+// (reordered chunks, oneDNN's scratchpad, owned by the caller:
+// scratchpad_mode::user) and the per-call weight partials lie outside the
+// tensor budget like the im2col buffers; a chunk's activations stay within
+// 2^22 elements (or 1/64 of the batch), the partials within 2^24 elements
+// or one weight (a large weight's gradient adds several chunks, in order,
+// into each partial). Results differ from im2col's in rounding, not in
+// thread dependence. A oneDNN whose runtime is neither sequential nor
+// OpenMP, or whose OpenMP entry points cannot be found, is not used.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels.h"
 #include "cpu/linalg.h"
+#include "cpu/onednn_conv.h"
 
 namespace dtr::cpu {
 namespace {
-
-// Geometry of one conv2d call, from the attributes and the operand shapes.
-struct ConvGeometry {
-  int64_t N, C, H, W;        // input
-  int64_t Cout, Cg, kH, kW;  // weight (Cout, C / groups, kH, kW)
-  int64_t Ho, Wo;            // output spatial size
-  int64_t sH, sW, pH, pW, dH, dW, groups;
-  int64_t Og() const { return Cout / groups; }
-  int64_t kk() const { return Cg * kH * kW; }  // rows of the column matrix
-  int64_t P() const { return Ho * Wo; }        // columns per image
-};
 
 ConvGeometry geometry(const Attrs& a, IntList x, IntList w, IntList out) {
   const Shape& s = a.ints("stride");
@@ -178,6 +208,9 @@ void conv2d_forward(const KernelContext& c) {
   const T* Wt = w.ptr<T>();
   const T* bias = c.inputs.size() > 2 ? c.inputs[2].ptr<T>() : nullptr;
   T* Y = y.ptr<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_conv2d_forward(g, X, Wt, bias, Y)) return;
+  }
   const int64_t Og = g.Og(), kk = g.kk(), P = g.P();
   const int64_t chunk = images_per_chunk(g);
   const ConvScratch<T> scratch = conv_scratch<T>(size_t(kk * chunk * P), size_t(Og * chunk * P));
@@ -212,6 +245,9 @@ void conv2d_input_grad(const KernelContext& c) {
   const T* GY = gy.ptr<T>();
   const T* Wt = w.ptr<T>();
   T* GX = gx.ptr<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_conv2d_input_grad(g, GY, Wt, GX)) return;
+  }
   const int64_t Og = g.Og(), kk = g.kk(), P = g.P();
   const int64_t chunk = images_per_chunk(g);
   const ConvScratch<T> scratch = conv_scratch<T>(size_t(kk * chunk * P), size_t(Og * chunk * P));
@@ -242,6 +278,9 @@ void conv2d_weight_grad(const KernelContext& c) {
   if (g.N == 0) {
     std::fill(GW, GW + g.Cout * kk, T(0));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_conv2d_weight_grad(g, GY, X, GW)) return;
   }
   const int64_t chunk = images_per_chunk(g);
   const ConvScratch<T> scratch = conv_scratch<T>(size_t(kk * chunk * P), size_t(Og * chunk * P));

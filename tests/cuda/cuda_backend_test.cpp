@@ -44,7 +44,9 @@ bool library_mapped(const std::string& name) {
 TEST(CudaBackend, CublasIsLoadedOnFirstUseWithEverySymbol) {
   // Without a device nothing has multiplied on one, so nothing loaded cuBLAS:
   // the library is not linked (cuda/libraries.h).
-  if (cuda_devices() == 0) EXPECT_FALSE(library_mapped("libcublas")) << "libcublas is mapped before first use";
+  if (cuda_devices() == 0) {
+    EXPECT_FALSE(library_mapped("libcublas")) << "libcublas is mapped before first use";
+  }
   const cuda::Cublas& api = cuda::cublas();
   EXPECT_TRUE(library_mapped("libcublas"));
   for (const void* fn : {reinterpret_cast<const void*>(api.create), reinterpret_cast<const void*>(api.set_stream),

@@ -475,7 +475,10 @@ struct Fixture {
 
 std::filesystem::path fixture_path() {
   if (const char* env = std::getenv("DTR_GOLDEN_FILE")) return env;
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden" / "golden.txt";
+  // From CMake, not __FILE__: a compiler launcher may rewrite source paths
+  // relative to the build folder (ccache's base_dir), and a relative path
+  // would only resolve from there.
+  return DTR_TEST_GOLDEN_PATH;
 }
 
 Shape read_shape(std::istringstream& in) {
@@ -684,6 +687,7 @@ void check_against_golden(const std::string& name, DType dt, Device device) {
   const CaseFn* fn = find_case(name);
   const GoldenCase* gc = golden(name);
   ASSERT_NE(fn, nullptr);
+  ASSERT_TRUE(fixture().error.empty()) << fixture().error;
   ASSERT_NE(gc, nullptr) << "no fixture entry for '" << name << "': rerun tests/golden/gen_golden.py";
   for (size_t k = 0; k < gc->inputs.size(); ++k) {
     const InputSpec& s = gc->inputs[k];

@@ -332,6 +332,19 @@ std::vector<std::string> unusable_budget_entries(const MemoryBudgetSpec& spec) {
       out.push_back(fmt::format("DTR_MEMORY_BUDGET: the budget for {} is ignored: {}", device.str(), e.what()));
     }
   }
+  // The bare entry caps the default device unless that device has its own
+  // entry (for_device): "8GiB,cpu=none", written for a GPU machine, leaves a
+  // machine without one unbudgeted. Said, never silently.
+  if (spec.default_device.kind != MemoryBudget::Kind::kUnlimited) {
+    const Device d = default_device();
+    for (const auto& entry : spec.per_device) {
+      if (entry.first != d) continue;
+      out.push_back(fmt::format(
+          "DTR_MEMORY_BUDGET: the budget without a device is ignored: it caps the default device, "
+          "{}, whose own entry takes precedence",
+          d.str()));
+    }
+  }
   return out;
 }
 

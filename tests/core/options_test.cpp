@@ -17,6 +17,7 @@ namespace dtr {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t KiB = int64_t(1) << 10;
 constexpr int64_t MiB = int64_t(1) << 20;
@@ -244,6 +245,21 @@ TEST(MemoryBudgetSpec, EntriesForAbsentDevicesAreReportedNotDropped) {
   EXPECT_THAT(lines[0], HasSubstr(find_backend(kCUDA) == nullptr ? "built without CUDA" : "present"));
   EXPECT_TRUE(unusable_budget_entries(spec("cpu=2GiB")).empty());
   EXPECT_TRUE(unusable_budget_entries(spec("8GiB")).empty());  // the bare entry caps whatever is the default
+}
+
+// A bare budget shadowed by the default device's own entry ("8GiB,cpu=none"
+// on a machine without a GPU, where the CPU is the default device) is
+// reported, not dropped in silence.
+TEST(MemoryBudgetSpec, ABareEntryShadowedByTheDefaultDevicesOwnIsReported) {
+  const std::string own = default_device().str();
+  const std::vector<std::string> lines = unusable_budget_entries(spec("8GiB," + own + "=none"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("the budget without a device is ignored"));
+  EXPECT_THAT(lines[0], HasSubstr(own));
+  EXPECT_TRUE(unusable_budget_entries(spec("none," + own + "=1GiB")).empty());
+  const std::string other = default_device() == Device(kCPU) ? "cuda:0" : "cpu";
+  const std::vector<std::string> other_lines = unusable_budget_entries(spec("8GiB," + other + "=1GiB"));
+  for (const std::string& line : other_lines) EXPECT_THAT(line, Not(HasSubstr("without a device")));
 }
 
 TEST(MemoryBudgetSpec, OneBareEntryAmongTheDevices) {

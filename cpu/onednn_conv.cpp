@@ -279,14 +279,14 @@ Primitive make_primitive(Dir dir, const ConvGeometry& g, int64_t n, bool bias) {
 // once per shape (oneDNN's JIT takes milliseconds); at most kCacheEntries,
 // after which it starts afresh (a program cycling through more shapes than
 // that pays the creation again, nothing else).
-using Key = std::array<int64_t, 20>;
+using Key = std::array<int64_t, 19>;
 constexpr size_t kCacheEntries = 512;
 
 std::shared_ptr<const Primitive> primitive(Dir dir, const ConvGeometry& g, int64_t n, bool bias) {
   static std::mutex mu;
   static auto& cache = *new std::map<Key, std::shared_ptr<const Primitive>>();  // never destroyed, as the engine
   const Key key{int64_t(dir), n,    g.C,  g.H,  g.W,  g.Cout, g.Cg, g.kH, g.kW, g.Ho,
-                g.Wo,         g.sH, g.sW, g.pH, g.pW, g.dH,   g.dW, g.groups, bias ? 1 : 0, 0};
+                g.Wo,         g.sH, g.sW, g.pH, g.pW, g.dH,   g.dW, g.groups, bias ? 1 : 0};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);

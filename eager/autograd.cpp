@@ -523,13 +523,18 @@ Tensor accumulate(const Tensor& acc, const Tensor& g) {
   return add(acc, g);
 }
 
+// True when `t` lies contiguously over the whole of its storage.
+bool covers_storage(const Tensor& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         t.storage()->nbytes() == t.numel() * int64_t(itemsize(t.dtype()));
+}
+
 // True when `acc` may take `g` in place: `acc` has `owners` references to its
 // impl (the caller's), is the only handle on its storage and covers all of it.
 bool addable_in_place(const Tensor& acc, const Tensor& g, long owners) {
   return acc.defined() && g.defined() && acc.impl_ptr().use_count() == owners &&
-         acc.storage()->handle_count.load() == 1 && acc.is_contiguous() && acc.storage_offset() == 0 &&
-         acc.dtype() == g.dtype() && acc.shape() == g.shape() && acc.device() == g.device() &&
-         acc.storage()->nbytes() == acc.numel() * int64_t(itemsize(acc.dtype()));
+         acc.storage()->handle_count.load() == 1 && acc.dtype() == g.dtype() && acc.shape() == g.shape() &&
+         acc.device() == g.device() && covers_storage(acc);
 }
 
 // A parameter's gradient summed over its uses (an unrolled RNN's weight is
@@ -568,9 +573,7 @@ void run_post_accumulate_grad_hooks(Tensor& leaf) {
 // constant (Note [what may be evicted]); one that is a part of a larger
 // storage is copied first, so the rest of that storage stays evictable.
 Tensor as_grad_leaf(Tensor g) {
-  const bool whole = g.is_contiguous() && g.storage_offset() == 0 &&
-                     g.storage()->nbytes() == g.numel() * int64_t(itemsize(g.dtype()));
-  if (!whole) g = g.clone();
+  if (!covers_storage(g)) g = g.clone();
   remat::Runtime::global().register_constant(*g.storage());
   return g;
 }

@@ -43,12 +43,26 @@
 // its top. Blocks from kHostCacheMinBytes to kHostCachePageBytes still come
 // from malloc (a mapping each would cost a system call and a kernel memory
 // area for a few KiB). With no budget, or within one, cached blocks stay
-// cached and a step still reuses resident pages. Beyond a budget
-// (allocate_within), a miss resizes a block that has to go anyway (mremap)
-// instead of unmapping it and faulting in a fresh one: glibc's heap reused
-// freed memory across sizes that way, and without it train_gpt under
-// DTR_MEMORY_BUDGET=17MiB took 414,000 page faults in 20 steps (57,000 from
-// glibc's heap, 184,000 with the resizing; 21,000 unbudgeted, unchanged).
+// cached and a step still reuses resident pages.
+//
+// Note [moving pages]. Beyond a budget (allocate_within), the cache holds
+// little: freed blocks must go, and the next request is seldom of their
+// size. Unmapping them and mapping a fresh block costs a page fault and a
+// zeroed page per 4 KiB touched: at half its peak, the U-Net zoo step spent
+// 23% of its CPU time in the kernel (12% unbudgeted): clearing pages,
+// faults, unmapping, about 53 ms of a 300 ms step. Instead a miss takes cached blocks that
+// have to go and moves their pages into the new block: mremap(2) with
+// MREMAP_FIXED carries each page's frame and table entry to the new
+// address, with no copy, no fault and no zeroing (the bytes are old tensor
+// bytes; a new storage's contents are unspecified). The smallest cached
+// block that covers the request gives its head in place and its tail stays
+// cached; else the largest blocks are moved in one after another and fresh
+// pages fill the rest. A block so built spans several kernel mappings, and
+// mremap moves a range of one mapping only, so each block records its
+// pieces (pieces_) and is moved piece by piece; munmap takes any range.
+// Pieces per block are capped (kMaxPieces), which bounds the mappings the
+// process holds and the system calls per move. If mremap fails (the
+// process is out of mappings), the rest of the block is fresh pages.
 #pragma once
 
 #include <cstddef>
@@ -70,7 +84,8 @@ struct HostCacheStats {
   int64_t cached_bytes = 0;  // free blocks held for reuse
   int64_t hits = 0;          // allocations served from the cache
   int64_t misses = 0;        // cacheable allocations that went to malloc
-  int64_t recycled = 0;      // misses served by resizing a cached block that had to go
+  int64_t recycled = 0;        // misses served with the pages of cached blocks that had to go
+  int64_t recycled_bytes = 0;  // bytes of those pages (moved, not faulted in afresh)
   int64_t in_use_bytes = 0;  // cacheable blocks handed out and not yet returned
   int64_t peak_in_use_bytes = 0;
 };
@@ -86,8 +101,8 @@ class CachingHostAllocator final : public Allocator {
   /// out of memory even after the cache was emptied.
   void* allocate(size_t nbytes) override;
   /// allocate, leaving at most `max_cached_bytes` cached: beyond that, free
-  /// blocks go back to the system, and on a miss one of them is resized
-  /// (mremap) into the new block, keeping its resident pages.
+  /// blocks go back to the system, and on a miss their pages are moved into
+  /// the new block first (Note [moving pages]). Its bytes are unspecified.
   void* allocate_within(size_t nbytes, int64_t max_cached_bytes) override;
   /// Takes back a block of `nbytes` (the size it was allocated with).
   void deallocate(void* ptr, size_t nbytes) override;
@@ -106,15 +121,49 @@ class CachingHostAllocator final : public Allocator {
   // pairs with free_blocks after unlocking.
   std::vector<std::pair<void*, size_t>> take_cached_locked(int64_t nbytes);
   static void free_blocks(const std::vector<std::pair<void*, size_t>>& blocks);
-  // Takes the cached block a mapped request of `bytes` best reuses (or
-  // none); the caller holds mutex_.
-  std::pair<void*, size_t> take_recyclable_locked(size_t bytes);
-  // The mapping `p` resized to `new_bytes` (its pages kept), or a fresh one.
-  static void* resize_mapping(void* p, size_t old_bytes, size_t new_bytes);
+  // A mapped block (or the tail of one) and its pieces: the byte lengths of
+  // the consecutive ranges it is made of, each within one kernel mapping
+  // (Note [moving pages]).
+  struct Mapped {
+    char* base = nullptr;
+    size_t bytes = 0;
+    std::vector<size_t> pieces;
+  };
+  // What assemble made: the new block's pieces, the bytes of it whose pages
+  // were moved from cached blocks, and what is left of those blocks.
+  struct Assembled {
+    std::vector<size_t> pieces;
+    size_t moved_bytes = 0;
+    std::vector<Mapped> tails;
+  };
+  // Mapped blocks are made of at most this many pieces: each is a mapping
+  // of the kernel's (vm.max_map_count) and a system call when moved again.
+  static constexpr size_t kMaxPieces = 16;
+
+  // The pieces of the mapped block at `p` of `bytes`, its entry taken out of
+  // pieces_; the caller holds mutex_.
+  std::vector<size_t> take_pieces_locked(void* p, size_t bytes);
+  size_t piece_count_locked(void* p) const;
+  // Takes the cached mapped blocks a request of `bytes` is built from: the
+  // smallest that covers it, else the largest until they do (within
+  // kMaxPieces); none below kHostCachePageBytes. The caller holds mutex_.
+  std::vector<Mapped> take_sources_locked(size_t bytes);
+  // A block of `bytes` made of the pages of `sources` (taken out of the
+  // cache; what is left of them goes to out.tails), fresh pages after them;
+  // nullptr when no mapping is left, all of `sources` then in out.tails.
+  static void* assemble(size_t bytes, std::vector<Mapped> sources, Assembled& out);
+  // The part of a block with `pieces`, from piece `i` of which `used`
+  // bytes are gone, starting at `at`, appended to `tails` (if not empty).
+  static void split_tail(const std::vector<size_t>& pieces, size_t i, size_t used, char* at,
+                         std::vector<Mapped>& tails);
+  // Caches a mapped block (or unmaps one too small to be of the mapped
+  // sizes); the caller holds mutex_.
+  void cache_mapped_locked(Mapped m);
 
   const size_t cap_bytes_;
   mutable std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // block bytes → free blocks
+  std::unordered_map<void*, std::vector<size_t>> pieces_;  // mapped blocks of more than one piece
   HostCacheStats stats_;
 };
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,6 +136,77 @@ TEST(HostAllocator, AllocateWithinRecyclesBlocksThatMustGo) {
   a.deallocate(t, 128 * kib);
 }
 
+// Note [moving pages]: a miss beyond what may stay cached is built from the
+// pages of cached blocks. Their old bytes arrive at the new address, where
+// fresh pages would read zero. A block so built spans several mappings and
+// is itself moved piece by piece later (one mremap of it would fail).
+TEST(HostAllocator, AMissBeyondTheCacheMovesThePagesOfBlocksThatMustGo) {
+  CachingHostAllocator a;
+  const size_t kib = 1024;
+  std::vector<unsigned char*> blocks;
+  for (int i = 0; i < 3; ++i) {
+    auto* b = static_cast<unsigned char*>(a.allocate(256 * kib));
+    ASSERT_NE(b, nullptr);
+    std::memset(b, 1 + i, 256 * kib);
+    blocks.push_back(b);
+  }
+  for (unsigned char* b : blocks) a.deallocate(b, 256 * kib);
+  // Nothing may stay cached: 640 KiB made of two whole blocks and the head
+  // of a third, whose 128 KiB tail goes back to the system.
+  auto* q = static_cast<unsigned char*>(a.allocate_within(640 * kib, 0));
+  ASSERT_NE(q, nullptr);
+  std::set<unsigned char> seen;
+  for (size_t start : {size_t{0}, 256 * kib, 512 * kib}) {
+    const size_t end = std::min(start + 256 * kib, 640 * kib);
+    const unsigned char v = q[start];
+    EXPECT_NE(v, 0) << "fresh page at " << start;
+    size_t other = 0;
+    for (size_t k = start; k < end; ++k) other += q[k] != v;
+    EXPECT_EQ(other, 0u) << "bytes from more than one block in [" << start << ", " << end << ")";
+    seen.insert(v);
+  }
+  EXPECT_EQ(seen.size(), 3u);
+  HostCacheStats s = a.stats();
+  EXPECT_EQ(s.recycled_bytes, int64_t(640 * kib));
+  EXPECT_EQ(s.cached_bytes, 0);
+  EXPECT_EQ(s.in_use_bytes, int64_t(640 * kib));
+
+  // Its three pieces move into a larger block; fresh (zero) pages follow.
+  std::memset(q, 9, 640 * kib);
+  a.deallocate(q, 640 * kib);
+  auto* r = static_cast<unsigned char*>(a.allocate_within(1024 * kib, 0));
+  ASSERT_NE(r, nullptr);
+  size_t moved = 0, fresh = 0;
+  for (size_t k = 0; k < 1024 * kib; ++k) (k < 640 * kib ? moved : fresh) += r[k] == (k < 640 * kib ? 9 : 0);
+  EXPECT_EQ(moved, 640 * kib);
+  EXPECT_EQ(fresh, 384 * kib);
+  EXPECT_EQ(a.stats().recycled_bytes, int64_t(1280 * kib));
+
+  // A cached block that covers a request gives its head in place, split
+  // inside a piece; the rest (beyond what may stay cached) is unmapped.
+  std::memset(r, 5, 1024 * kib);
+  a.deallocate(r, 1024 * kib);
+  auto* t = static_cast<unsigned char*>(a.allocate_within(700 * kib, 0));
+  EXPECT_EQ(t, r);
+  EXPECT_EQ(t[700 * kib - 1], 5);
+  EXPECT_EQ(a.cached_bytes(), 0);
+  // Within what may stay cached, a tail of two pieces stays and is a hit.
+  std::memset(t, 6, 700 * kib);
+  a.deallocate(t, 700 * kib);
+  auto* u = static_cast<unsigned char*>(a.allocate_within(100 * kib, 600 * kib));
+  EXPECT_EQ(u, t);
+  EXPECT_EQ(a.cached_bytes(), int64_t(600 * kib));
+  auto* w = static_cast<unsigned char*>(a.allocate_within(600 * kib, 0));
+  EXPECT_EQ(w, t + 100 * kib);
+  EXPECT_EQ(w[0], 6);
+  EXPECT_EQ(w[600 * kib - 1], 6);
+  EXPECT_EQ(a.stats().hits, 1);
+  a.deallocate(u, 100 * kib);
+  a.deallocate(w, 600 * kib);
+  a.empty_cache();
+  EXPECT_EQ(a.cached_bytes(), 0);
+}
+
 TEST(HostAllocator, SmallBlocksAreNotCached) {
   CachingHostAllocator a;
   void* p = a.allocate(1000);
@@ -150,7 +222,7 @@ TEST(HostAllocator, SmallBlocksAreNotCached) {
 
 TEST(HostAllocator, HeldBytesStayWithinCapOrPeakInUse) {
   CachingHostAllocator a(size_t{1} << 20);
-  const size_t kb300 = size_t{300} << 10, kb700 = size_t{700} << 10;
+  const size_t kb100 = size_t{100} << 10, kb300 = 3 * kb100, kb700 = 7 * kb100;
   std::vector<void*> blocks;
   for (int i = 0; i < 5; ++i) blocks.push_back(a.allocate(kb300));
   for (void* p : blocks) a.deallocate(p, kb300);
@@ -160,19 +232,24 @@ TEST(HostAllocator, HeldBytesStayWithinCapOrPeakInUse) {
   EXPECT_EQ(s.cached_bytes, int64_t(5 * kb300));
   EXPECT_EQ(s.in_use_bytes, 0);
   EXPECT_EQ(s.peak_in_use_bytes, int64_t(5 * kb300));
-  // New sizes miss; each miss first frees cached blocks so that in use plus
-  // cached stays within the 1.5 MiB peak.
+  // New sizes miss; each miss takes cached blocks so that in use plus
+  // cached stays within the 1.5 MiB peak, their pages moved into the new
+  // block (Note [moving pages]): 300 + 300 + the head 100 KiB of a third,
+  // whose 200 KiB tail stays cached.
   void* p = a.allocate(kb700);
   s = a.stats();
   EXPECT_EQ(s.in_use_bytes, int64_t(kb700));
-  EXPECT_EQ(s.cached_bytes, int64_t(2 * kb300));  // three 300 KiB blocks went back
-  void* q = a.allocate(kb700);
+  EXPECT_EQ(s.cached_bytes, int64_t(2 * kb300 + 2 * kb100));
+  EXPECT_EQ(s.recycled_bytes, int64_t(kb700));
+  EXPECT_LE(s.in_use_bytes + s.cached_bytes, s.peak_in_use_bytes);
+  void* q = a.allocate(kb700);  // 300 + 300 + 100 of the 200 KiB tail
   s = a.stats();
-  EXPECT_EQ(s.cached_bytes, 0);
+  EXPECT_EQ(s.cached_bytes, int64_t(kb100));
+  EXPECT_EQ(s.recycled_bytes, int64_t(2 * kb700));
   EXPECT_EQ(s.peak_in_use_bytes, int64_t(5 * kb300));  // 1.4 MiB now, below the old peak
   a.deallocate(p, kb700);
   a.deallocate(q, kb700);
-  EXPECT_EQ(a.stats().cached_bytes, int64_t(2 * kb700));
+  EXPECT_EQ(a.stats().cached_bytes, int64_t(2 * kb700 + kb100));
   EXPECT_EQ(a.allocate(kb700), q);  // reused, not a fresh block
   a.deallocate(q, kb700);
 

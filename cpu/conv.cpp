@@ -62,6 +62,11 @@
 #include "cpu/kernels.h"
 #include "cpu/linalg.h"
 #include "cpu/onednn_conv.h"
+#include "cpu/simd.h"
+
+#if DTR_HAVE_AVX2_DISPATCH
+#include <immintrin.h>
+#endif
 
 namespace dtr::cpu {
 namespace {
@@ -357,6 +362,64 @@ void for_planes(const PoolGeometry& g, F&& f) {
   });
 }
 
+// One output row of a 2x2, stride-2, unpadded max pool (the U-Net's), from
+// input rows r0 and r1 = r0 + W, for outputs [ow0, Wo): the window scanned in
+// the general loop's order (r0[2ow], r0[2ow+1], r1[2ow], r1[2ow+1]), a value
+// taking over when greater or NaN, so ties keep the first and the last NaN
+// wins, bitwise the general loop's choice. `base`: the index of r0[0].
+template <typename T>
+void max_pool_2x2_row(const T* r0, const T* r1, int64_t W, int64_t base, int64_t ow0, int64_t Wo, T* y,
+                      int64_t* idx) {
+  for (int64_t ow = ow0; ow < Wo; ++ow) {
+    const T v[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+    T best = v[0];
+    int64_t code = 0;
+    for (int64_t k = 1; k < 4; ++k) {
+      const bool take = v[k] > best || std::isnan(v[k]);
+      best = take ? v[k] : best;
+      code = take ? k : code;
+    }
+    y[ow] = best;
+    idx[ow] = base + (code >> 1) * W + 2 * ow + (code & 1);
+  }
+}
+
+#if DTR_HAVE_AVX2_DISPATCH
+// The even and odd columns of 16 floats at r. shuffle_ps works per 128-bit
+// half, so the 64-bit quarters are put back in order after it.
+DTR_TARGET_AVX2 inline void split_even_odd(const float* r, __m256& even, __m256& odd) {
+  const __m256 lo = _mm256_loadu_ps(r), hi = _mm256_loadu_ps(r + 8);
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+}
+
+// max_pool_2x2_row for float, 8 outputs at a time; returns the first output
+// it left to the scalar loop. Comparisons are exact, so the lanes choose
+// what the scalar loop chooses.
+DTR_TARGET_AVX2 int64_t max_pool_2x2_row_avx2(const float* r0, const float* r1, int64_t W, int64_t base,
+                                              int64_t Wo, float* y, int64_t* idx) {
+  int64_t ow = 0;
+  alignas(32) int32_t code[8];
+  for (; ow + 8 <= Wo; ow += 8) {
+    __m256 v[4];
+    split_even_odd(r0 + 2 * ow, v[0], v[1]);
+    split_even_odd(r1 + 2 * ow, v[2], v[3]);
+    __m256 best = v[0];
+    __m256i which = _mm256_setzero_si256();
+    for (int k = 1; k < 4; ++k) {
+      const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v[k], best, _CMP_GT_OQ), _mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
+      best = _mm256_blendv_ps(best, v[k], take);
+      which = _mm256_castps_si256(
+          _mm256_blendv_ps(_mm256_castsi256_ps(which), _mm256_castsi256_ps(_mm256_set1_epi32(k)), take));
+    }
+    _mm256_storeu_ps(y + ow, best);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(code), which);
+    for (int j = 0; j < 8; ++j) idx[ow + j] = base + (code[j] >> 1) * W + 2 * (ow + j) + (code[j] & 1);
+  }
+  return ow;
+}
+#endif
+
 // inputs: x (N, C, H, W); outputs: y (N, C, Ho, Wo), indices int64 (N, C,
 // Ho, Wo) holding ih * W + iw of each maximum (PyTorch's convention). Padding
 // counts as -inf; a NaN in the window wins.
@@ -366,6 +429,25 @@ void max_pool2d_forward(const KernelContext& c) {
   const T* X = c.inputs[0].ptr<T>();
   T* Y = c.outputs[0].ptr<T>();
   int64_t* I = c.outputs[1].ptr<int64_t>();
+  if (g.kH == 2 && g.kW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0) {
+    // Every window lies inside the plane: no clamping, no -inf start.
+    for_planes(g, [&](int64_t p) {
+      const T* x = X + p * g.H * g.W;
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        const T* r0 = x + 2 * oh * g.W;
+        T* y = Y + (p * g.Ho + oh) * g.Wo;
+        int64_t* idx = I + (p * g.Ho + oh) * g.Wo;
+        int64_t ow0 = 0;
+#if DTR_HAVE_AVX2_DISPATCH
+        if constexpr (std::is_same_v<T, float>) {
+          if (cpu_has_avx2()) ow0 = max_pool_2x2_row_avx2(r0, r0 + g.W, g.W, 2 * oh * g.W, g.Wo, y, idx);
+        }
+#endif
+        max_pool_2x2_row(r0, r0 + g.W, g.W, 2 * oh * g.W, ow0, g.Wo, y, idx);
+      }
+    });
+    return;
+  }
   for_planes(g, [&](int64_t p) {
     const T* x = X + p * g.H * g.W;
     T* y = Y + p * g.Ho * g.Wo;

@@ -188,6 +188,32 @@ inline void copy_strided(std::byte* dst, IntList dst_strides, const std::byte* s
   const std::array<Strides, 2> st{Strides(dst_strides.begin(), dst_strides.end()),
                                   Strides(src_strides.begin(), src_strides.end())};
   const Layout<2> L = make_layout<2>(shape, st, {isz, isz});
+  if (L.ndim >= 2 && L.shape[L.ndim - 1] <= 4 && !(L.strides[0][L.ndim - 1] == isz && L.strides[1][L.ndim - 1] == isz)) {
+    // A short strided innermost dim (a nearest upsample's broadcast pair, a
+    // permuted copy's last dim): runs along the next dim, each element of
+    // which copies the short dim, so the loop over runs is not paid per 2
+    // elements.
+    Layout<2> outer = L;
+    const int last = --outer.ndim;
+    const int64_t m = L.shape[last], d0 = L.strides[0][last], s0 = L.strides[1][last];
+    outer.numel = L.numel / m;
+    for_each_run(outer, {dst, const_cast<std::byte*>(src)},
+                 [&](const std::array<std::byte*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+                   const auto rows = [&](auto e) {
+                     using E = decltype(e);
+                     for (int64_t j = 0; j < n; ++j)
+                       for (int64_t t = 0; t < m; ++t)
+                         std::memcpy(p[0] + j * s[0] + t * d0, p[1] + j * s[1] + t * s0, sizeof(E));
+                   };
+                   switch (isz) {
+                     case 8: return rows(uint64_t{});
+                     case 4: return rows(uint32_t{});
+                     case 2: return rows(uint16_t{});
+                     default: return rows(uint8_t{});
+                   }
+                 });
+    return;
+  }
   for_each_run(L, {dst, const_cast<std::byte*>(src)},
                [&](const std::array<std::byte*, 2>& p, const std::array<int64_t, 2>& s, int64_t m) {
                  if (s[0] == isz && s[1] == isz) {

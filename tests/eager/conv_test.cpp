@@ -2,7 +2,10 @@
 // max_pool2d, avg_pool2d, adaptive_avg_pool2d on the same inputs), a direct
 // double-precision reference for the larger cases, errors, and float64
 // gradient checks over stride, padding, dilation and groups.
+#include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "core/parallel.h"
 #include "dtr/dtr.h"
@@ -245,6 +248,51 @@ TEST(MaxPool2d, ValuesAndIndicesMatchTorch) {
   // Default stride = kernel size; float32 and unbatched inputs.
   EXPECT_EQ(max_pool2d(x.to(kFloat32), {2, 2}).shape(), (Shape{1, 2, 2, 2}));
   EXPECT_EQ(max_pool2d(pat({2, 5, 5}, 5), {3}, {2}, {1}).shape(), (Shape{2, 3, 3}));
+}
+
+// The 2x2 stride-2 pool has its own loops (vectorized for float32): values
+// and indices equal the window scan's (a value takes over when greater or
+// NaN, so ties keep the first and the last NaN wins) for widths on either
+// side of the vector width, with ties, NaNs and -inf.
+TEST(MaxPool2d, TwoByTwoStrideTwoMatchesTheWindowScan) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (int64_t H : {2, 3, 5}) {
+      for (int64_t W = 2; W <= 40; W += (W < 20 ? 1 : 7)) {
+        const int64_t planes = 6;
+        std::vector<double> v(size_t(planes * H * W));
+        for (size_t i = 0; i < v.size(); ++i) {
+          v[i] = double(int64_t(i * 7 % 5) - 2);  // many ties
+          if (i % 23 == 5 || i % 29 == 6) v[i] = nan;
+          if (i % 19 == 3) v[i] = -inf;
+        }
+        const Tensor x = from_vector(v, {2, 3, H, W}).to(dtype);
+        const auto outs = dispatch(op("max_pool2d"), std::vector<Tensor>{x},
+                                   Attrs{{"kernel_size", Shape{2, 2}}, {"stride", Shape{2, 2}},
+                                         {"padding", Shape{0, 0}}});
+        const auto y = outs[0].to_vector<double>();
+        const auto idx = outs[1].to_vector<int64_t>();
+        const auto xv = x.to_vector<double>();
+        const int64_t Ho = H / 2, Wo = W / 2;
+        ASSERT_EQ(int64_t(y.size()), planes * Ho * Wo);
+        for (int64_t p = 0; p < planes; ++p)
+          for (int64_t oh = 0; oh < Ho; ++oh)
+            for (int64_t ow = 0; ow < Wo; ++ow) {
+              double best = -inf;
+              int64_t best_i = 2 * oh * W + 2 * ow;
+              for (int64_t ih = 2 * oh; ih < 2 * oh + 2; ++ih)
+                for (int64_t iw = 2 * ow; iw < 2 * ow + 2; ++iw) {
+                  const double e = xv[size_t(p * H * W + ih * W + iw)];
+                  if (e > best || std::isnan(e)) best = e, best_i = ih * W + iw;
+                }
+              const size_t o = size_t((p * Ho + oh) * Wo + ow);
+              EXPECT_TRUE(y[o] == best || (std::isnan(y[o]) && std::isnan(best)))
+                  << dtype_name(dtype) << " H " << H << " W " << W << " output " << o;
+              EXPECT_EQ(idx[o], best_i) << dtype_name(dtype) << " H " << H << " W " << W << " output " << o;
+            }
+      }
+    }
+  }
 }
 
 TEST(MaxPool2d, GradientGoesToTheMaximum) {

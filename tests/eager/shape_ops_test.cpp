@@ -37,6 +37,39 @@ TEST(ShapeOps, FlipAndRollOfIntegersAndEdgeShapes) {
   EXPECT_NE(roll(x, {3}).storage(), x.storage());
 }
 
+// Copies whose innermost dim is short and strided (a nearest upsample's
+// broadcast pair, a permute that puts a dim of 3 last) run along the next
+// dim (copy_strided): every element lands where index arithmetic puts it,
+// for each item size and on either side of a thread split.
+TEST(ShapeOps, CopiesWithAShortStridedInnermostDim) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kUInt8}) {
+    for (int64_t W : {1, 5, 40, 3000}) {
+      const int64_t N = 2, C = 3, H = 4;
+      std::vector<int64_t> values(size_t(N * C * H * W));
+      for (size_t i = 0; i < values.size(); ++i) values[i] = int64_t(i % 251);
+      const Tensor x = ints(values, {N, C, H, W}).to(dtype);
+      // upsample2x: (N, C, H, 1, W, 1) expanded to (..., 2, ..., 2), then copied.
+      const Tensor up = x.reshape({N, C, H, 1, W, 1}).expand({N, C, H, 2, W, 2}).reshape({N, C, 2 * H, 2 * W});
+      const auto xv = x.to(kInt64).to_vector<int64_t>(), uv = up.to(kInt64).to_vector<int64_t>();
+      size_t wrong = 0;
+      for (int64_t p = 0; p < N * C; ++p)
+        for (int64_t i = 0; i < 2 * H; ++i)
+          for (int64_t j = 0; j < 2 * W; ++j)
+            wrong += uv[size_t((p * 2 * H + i) * 2 * W + j)] != xv[size_t((p * H + i / 2) * W + j / 2)];
+      EXPECT_EQ(wrong, 0u) << dtype_name(dtype) << " W " << W;
+      // (N, H, W, C): the channel dim of 3 last, stride H * W in the source.
+      const Tensor nhwc = x.permute({0, 2, 3, 1}).contiguous();
+      const auto nv = nhwc.to(kInt64).to_vector<int64_t>();
+      wrong = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < H * W; ++i)
+          for (int64_t c = 0; c < C; ++c)
+            wrong += nv[size_t((n * H * W + i) * C + c)] != xv[size_t((n * C + c) * H * W + i)];
+      EXPECT_EQ(wrong, 0u) << dtype_name(dtype) << " W " << W;
+    }
+  }
+}
+
 TEST(ShapeOps, FlipRollErrors) {
   EXPECT_TRUE(throws_with<ValueError>([] { (void)flip(zeros({2, 3}), {1, -1}); }, {"flip", "duplicates"}));
   EXPECT_TRUE(throws_with<IndexError>([] { (void)flip(zeros({2, 3}), {2}); }, {"flip", "out of range"}));

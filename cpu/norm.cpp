@@ -6,9 +6,11 @@
 // statistics with the same functions as forward, so they see bitwise the
 // forward's values without anything but the inputs being saved.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/accumulate.h"
+#include "cpu/channel_sums.h"
 #include "cpu/simd.h"
 
 namespace dtr::cpu {
@@ -291,21 +293,16 @@ Channels channels_of(const TensorArg& x) {
   return g;
 }
 
-/// Mean and biased variance of channel `ch`, two passes in double.
+/// Mean and biased variance of channel `ch`, two passes in double (Note
+/// [channel sums]).
 template <typename T>
 Moments channel_moments(const T* x, const Channels& g, int64_t ch) {
   Moments m;
   double s = 0;
-  for (int64_t n = 0; n < g.batch; ++n) s += sum_run(x + g.plane(n, ch), g.inner, 1);
+  for (int64_t n = 0; n < g.batch; ++n) s += plane_sum<false>(x + g.plane(n, ch), g.inner, 0.0);
   m.mean = s / double(g.count());
   double q = 0;
-  for (int64_t n = 0; n < g.batch; ++n) {
-    const T* p = x + g.plane(n, ch);
-    for (int64_t k = 0; k < g.inner; ++k) {
-      const double d = double(to_compute(p[k])) - m.mean;
-      q += d * d;
-    }
-  }
+  for (int64_t n = 0; n < g.batch; ++n) q += plane_sum<true>(x + g.plane(n, ch), g.inner, m.mean);
   m.var = q / double(g.count());
   return m;
 }

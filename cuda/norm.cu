@@ -203,28 +203,47 @@ ChannelBlocks blocks_of(const ChannelShape& g) {
   return {g, count, nb > 1 ? nb : 1};
 }
 
-/// Sum of x over channel elements [k0, k1): per plane segment sum_run, the
+/// Σ v(x[j]) over a segment of n elements in cpu/norm.cpp's order (Note
+/// [channel sums]): sixteen interleaved partial sums over whole groups of
+/// 16, folded as t[k] = (a[k] + a[k+4]) + (a[k+8] + a[k+12]), the rest added
+/// to t[0], then (t0 + t1) + (t2 + t3); v(x) = x, or (x - mean)² when Square.
+template <bool Square, typename C>
+DTR_HD double plane_sum(Elems<C> x, int64_t n, double mean) {
+  double a[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; ++k) {
+      const double d = double(x[j + k]) - (Square ? mean : 0.0);
+      a[k] += Square ? d * d : double(x[j + k]);
+    }
+  double t[4];
+  for (int k = 0; k < 4; ++k) t[k] = (a[k] + a[k + 4]) + (a[k + 8] + a[k + 12]);
+  for (; j < n; ++j) {
+    const double d = double(x[j]) - (Square ? mean : 0.0);
+    t[0] += Square ? d * d : double(x[j]);
+  }
+  return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+/// Sum of x over channel elements [k0, k1): per plane segment plane_sum, the
 /// segments added in order (with one block, cpu/norm.cpp's channel_moments).
 template <typename C>
 DTR_HD double block_sum(Elems<C> x, const ChannelBlocks& cb, int64_t ch, int64_t k0, int64_t k1) {
   double acc = 0;
   for (int64_t k = k0, len = 0; k < k1; k += len) {
     const Elems<C> p = x.from(cb.segment(ch, k, k1, &len));
-    acc += sum_run(p, len);
+    acc += plane_sum<false>(p, len, 0.0);
   }
   return acc;
 }
 
-/// Sum of (x - mean)^2 over channel elements [k0, k1), one running sum in order.
+/// Sum of (x - mean)^2 over channel elements [k0, k1), as block_sum.
 template <typename C>
 DTR_HD double block_squares(Elems<C> x, const ChannelBlocks& cb, int64_t ch, int64_t k0, int64_t k1, double mean) {
   double acc = 0;
   for (int64_t k = k0, len = 0; k < k1; k += len) {
     const Elems<C> p = x.from(cb.segment(ch, k, k1, &len));
-    for (int64_t j = 0; j < len; ++j) {
-      const double d = double(p[j]) - mean;
-      acc += d * d;
-    }
+    acc += plane_sum<true>(p, len, mean);
   }
   return acc;
 }

@@ -251,10 +251,15 @@ struct Runtime::Impl final : CandidateSync {
     if (held(state) || !s.resident() || state.memory == nullptr || !(replayable(s) || swappable(s))) return;
     state.memory->pool.add(s);
   }
+  // Whether free_if_unused could free `s`: no user or frame holds it and
+  // lineage can rebuild it.
+  static bool unused(Storage& s) {
+    return !held(st(s)) && s.handle_count.load() == 0 && replayable(s);
+  }
   // Eager eviction (DTR paper §3): the bytes of a storage that no user
   // handle, op or pin holds go at once when lineage can rebuild them.
   void free_if_unused(Storage& s) {
-    if (held(st(s)) || s.handle_count.load() != 0 || !replayable(s)) return;
+    if (!unused(s)) return;
     if (s.resident()) {
       eager_free(s);
     } else if (swapped(s)) {  // its host copy goes too: it is evicted now
@@ -956,7 +961,8 @@ struct Runtime::Impl final : CandidateSync {
   void unlock_all(std::vector<Storage*>& v, int64_t now) {
     for (Storage* s : v) {
       unlock(*s, now);
-      if (!needed_again(*s)) free_if_unused(*s);
+      // The cheap test first: a parameter's readers are every step's ops.
+      if (unused(*s) && !needed_again(*s)) free_if_unused(*s);
     }
     v.clear();
   }

@@ -173,9 +173,11 @@ constexpr std::array<std::pair<std::string_view, Heuristic>, 6> kHeuristics = {{
     {"size", Heuristic::kSize},
     {"msps", Heuristic::kMsps},
 }};
-constexpr std::array<std::pair<std::string_view, SampleMode>, 2> kSampleModes = {{
+constexpr std::array<std::pair<std::string_view, SampleMode>, 4> kSampleModes = {{
     {"all", SampleMode::kAll},
     {"sqrt", SampleMode::kSqrt},
+    {"index", SampleMode::kIndex},
+    {"auto", SampleMode::kAuto},
 }};
 constexpr std::array<std::pair<std::string_view, CostModel>, 2> kCostModels = {{
     {"estimate", CostModel::kEstimate},
@@ -228,9 +230,11 @@ const std::array<OptionRow, 12>& option_rows() {
         "dtr::remat::Runtime::global().set_heuristic"},
        "dtr_eq, dtr, dtr_local, lru, size, msps",
        [](Options& o, std::string_view v) { return assign(parse_heuristic(v), o.heuristic); }},
-      {{"DTR_SAMPLE", "sqrt", "candidates examined per eviction: all, or a random sqrt(n) of them",
+      {{"DTR_SAMPLE", "auto",
+        "candidates examined per eviction: all, a random sqrt(n) of them, the staleness-bucket index's "
+        "search, or auto (sqrt below 16384 candidates, index from there)",
         "dtr::remat::Runtime::global().set_sample_mode"},
-       "all, sqrt",
+       "all, sqrt, index, auto",
        [](Options& o, std::string_view v) { return assign(parse_sample_mode(v), o.sample); }},
       {{"DTR_MIN_EVICT_BYTES", "0", "storages smaller than this are never eviction candidates",
         "dtr::remat::Runtime::global().set_min_evict_bytes"},

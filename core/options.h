@@ -13,6 +13,7 @@
 // half-done by a throw, so a caught error leaves every later call working.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -89,7 +90,13 @@ enum class Heuristic { kDtrEq, kDtr, kDtrLocal, kLru, kSize, kMsps };
 absl::StatusOr<Heuristic> parse_heuristic(std::string_view text);
 std::string_view heuristic_name(Heuristic h);
 
-enum class SampleMode { kAll, kSqrt };
+/// Candidates examined per eviction (Note [scores], Note [staleness
+/// buckets]): every one; a deterministic random sample of max(128,
+/// ceil(sqrt(n))); the staleness-bucket index's search (a sample for
+/// heuristics whose score does not fall with staleness: size, msps); or
+/// auto: the sample below kIndexMinCandidates candidates, the index from there.
+enum class SampleMode { kAll, kSqrt, kIndex, kAuto };
+inline constexpr size_t kIndexMinCandidates = 16384;
 absl::StatusOr<SampleMode> parse_sample_mode(std::string_view text);
 std::string_view sample_mode_name(SampleMode m);
 
@@ -128,7 +135,7 @@ absl::StatusOr<bool> parse_bool(std::string_view text);
 struct Options {
   MemoryBudgetSpec memory_budget;       // DTR_MEMORY_BUDGET
   Heuristic heuristic = Heuristic::kDtrEq;  // DTR_HEURISTIC
-  SampleMode sample = SampleMode::kSqrt;    // DTR_SAMPLE
+  SampleMode sample = SampleMode::kAuto;    // DTR_SAMPLE
   int64_t min_evict_bytes = 0;          // DTR_MIN_EVICT_BYTES
   CostModel cost = CostModel::kEstimate;  // DTR_COST
   SwapMode swap = SwapMode::kAuto;      // DTR_SWAP

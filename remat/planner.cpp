@@ -88,7 +88,7 @@ class StepTrace {
   std::vector<NodeRecord> nodes;
   std::vector<Decl> decls;  // by id; entries of the snapshot's storages unused
   Heuristic heuristic = Heuristic::kDtrEq;
-  SampleMode sample = SampleMode::kSqrt;
+  SampleMode sample = SampleMode::kAuto;
   SwapMode swap = SwapMode::kAuto;
   int64_t min_evict_bytes = 0;
   double step_seconds = 0;    // wall time of the recorded calls after kMeasureStart (all when none)

@@ -1,6 +1,7 @@
 #include "remat/policy.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -43,11 +44,67 @@ void CandidatePool::fill(Candidate& c, Storage& s) const {
   }
 }
 
+double CandidatePool::index_key(const Candidate& c) {
+  const double back = c.replayable ? std::min(c.cost, c.swap_seconds) : c.swap_seconds;
+  return (back + 1e-12) / double(std::max<int64_t>(c.nbytes, 1));
+}
+
+namespace {
+// Four buckets per octave: a positive double's exponent and top two
+// mantissa bits, from 2^-100 (a picosecond per 10^18 bytes) up.
+constexpr int64_t kBucketBase = (1023 - 100) << 2;
+}  // namespace
+
+int CandidatePool::bucket_of(double key) {
+  if (!(key > 0)) return 0;
+  uint64_t bits;
+  std::memcpy(&bits, &key, sizeof bits);
+  return int(std::clamp<int64_t>(int64_t(bits >> 50) - kBucketBase, 0, kBuckets - 1));
+}
+
+double CandidatePool::bucket_floor(int b) {
+  if (b <= 0) return 0;
+  const uint64_t bits = uint64_t(b + kBucketBase) << 50;
+  double key;
+  std::memcpy(&key, &bits, sizeof key);
+  return key;
+}
+
+void CandidatePool::link(size_t i) {
+  const int b = bucket_of(index_key(items_[i]));
+  Link& l = links_[i];
+  l.bucket = b;
+  IndexBucket& bk = buckets_[size_t(b)];
+  // From the newest end: a storage comes back to the pool when its op is
+  // done, so nearly always after the newest. A bounded walk keeps a rebuild
+  // in arbitrary order (apply_swap_mode) linear; its order is then only
+  // approximate, and so is the search.
+  const int64_t t = items_[i].last_access;
+  int32_t after = bk.tail;
+  for (int steps = 0; after >= 0 && items_[size_t(after)].last_access > t && steps < 32; ++steps)
+    after = links_[size_t(after)].prev;
+  l.prev = after;
+  l.next = after >= 0 ? links_[size_t(after)].next : bk.head;
+  if (l.prev >= 0) links_[size_t(l.prev)].next = int32_t(i); else bk.head = int32_t(i);
+  if (l.next >= 0) links_[size_t(l.next)].prev = int32_t(i); else bk.tail = int32_t(i);
+  nonempty_[size_t(b) / 64] |= uint64_t{1} << (b % 64);
+}
+
+void CandidatePool::unlink(size_t i) {
+  const Link& l = links_[i];
+  IndexBucket& bk = buckets_[size_t(l.bucket)];
+  if (l.prev >= 0) links_[size_t(l.prev)].next = l.next; else bk.head = l.next;
+  if (l.next >= 0) links_[size_t(l.next)].prev = l.prev; else bk.tail = l.prev;
+  if (bk.head < 0) nonempty_[size_t(l.bucket) / 64] &= ~(uint64_t{1} << (l.bucket % 64));
+}
+
 void CandidatePool::add(Storage& s) {
   StorageState& state = st(s);
   if (state.pool_index >= 0) return sync(s);
   state.pool_index = int64_t(items_.size());
   fill(items_.emplace_back(), s);
+  links_.emplace_back();
+  link(items_.size() - 1);
   bytes_ += s.nbytes();
 }
 
@@ -55,18 +112,34 @@ void CandidatePool::remove(Storage& s) {
   StorageState& state = st(s);
   if (state.pool_index < 0) return;
   const auto i = size_t(state.pool_index);
-  if (i + 1 != items_.size()) {
-    items_[i] = items_.back();
+  unlink(i);
+  const size_t last = items_.size() - 1;
+  if (i != last) {
+    // The last one moves into the hole: its neighbours point at i now.
+    items_[i] = items_[last];
+    const Link l = links_[last];
+    links_[i] = l;
+    IndexBucket& bk = buckets_[size_t(l.bucket)];
+    if (l.prev >= 0) links_[size_t(l.prev)].next = int32_t(i); else bk.head = int32_t(i);
+    if (l.next >= 0) links_[size_t(l.next)].prev = int32_t(i); else bk.tail = int32_t(i);
     st(*items_[i].s).pool_index = int64_t(i);
   }
   items_.pop_back();
+  links_.pop_back();
   state.pool_index = -1;
   bytes_ -= s.nbytes();
 }
 
 void CandidatePool::sync(Storage& s) {
   const int64_t i = st(s).pool_index;
-  if (i >= 0) fill(items_[size_t(i)], s);
+  if (i < 0) return;
+  Candidate& c = items_[size_t(i)];
+  const int64_t last_access = c.last_access;
+  fill(c, s);
+  if (c.last_access != last_access || bucket_of(index_key(c)) != links_[size_t(i)].bucket) {
+    unlink(size_t(i));
+    link(size_t(i));
+  }
 }
 
 namespace {
@@ -110,6 +183,7 @@ double cheaper_way_back(const Candidate& c, Recompute&& recompute) {
 
 class LocalPolicy final : public EvictionPolicy {
  public:
+  StalenessBound staleness_bound() const override { return StalenessBound::kKey; }
   double score(const Candidate& c, int64_t now) override {
     return (restore_cost(c) + 1e-12) / (bytes(c) * staleness(c, now));
   }
@@ -117,6 +191,7 @@ class LocalPolicy final : public EvictionPolicy {
 
 class LruPolicy final : public EvictionPolicy {
  public:
+  StalenessBound staleness_bound() const override { return StalenessBound::kOne; }
   double score(const Candidate& c, int64_t now) override { return 1.0 / staleness(c, now); }
 };
 
@@ -128,6 +203,7 @@ class SizePolicy final : public EvictionPolicy {
 // Exact evicted neighbourhood by graph search (expensive; the reference).
 class DtrPolicy final : public EvictionPolicy {
  public:
+  StalenessBound staleness_bound() const override { return StalenessBound::kKey; }
   double score(const Candidate& c, int64_t now) override {
     return (restore_cost(c) + 1e-12) / (bytes(c) * staleness(c, now));
   }
@@ -197,6 +273,7 @@ class DtrEqPolicy final : public EvictionPolicy {
   static PolicyState& ps(Storage& s) { return state(s).policy; }
 
  public:
+  StalenessBound staleness_bound() const override { return StalenessBound::kKey; }
   double score(const Candidate& c, int64_t now) override {
     return (cheaper_way_back(c, [this](const Candidate& x) { return eq_cost(x); }) + 1e-12) /
            (bytes(c) * staleness(c, now));

@@ -65,9 +65,36 @@ class CandidateSync {
   ~CandidateSync() = default;
 };
 
+/// Note [staleness buckets]. Every score of the DTR family falls with
+/// staleness: score(c, now) >= key(c) / staleness(c, now), with key(c) the
+/// cheapest way back for c alone over its bytes (dtr, dtr_eq, dtr_local:
+/// the evicted neighbourhood only adds cost) or 1 (lru: equality). The
+/// pool keeps its candidates in buckets of key (four per octave), each a
+/// list in order of last access, oldest first. A decision visits the
+/// buckets by the bound key_lo(b) / staleness(oldest of b), the lowest
+/// first, and walks a bucket from its oldest while key_lo(b) / staleness of
+/// the next is below the best score found: later ones are fresher and no
+/// cheaper, so none of them can win. It stops at the first bucket whose
+/// bound reaches the best. That is exact, except that a bucket's walk stops
+/// after kIndexWalk candidates (a bound for the time of a decision, when
+/// neighbourhood costs make the bounds loose). Kept on every add, remove
+/// and sync: a few index writes each.
+struct IndexBucket {
+  int32_t head = -1, tail = -1;  // pool positions, oldest and newest
+};
+
 /// One device's evictable pool; StorageState::pool_index is a storage's position.
 class CandidatePool final : public CandidateSync {
  public:
+  static constexpr int kBuckets = 512;
+  /// key(c) of Note [staleness buckets]: (the cheaper of c0 and the copy
+  /// back, or the copy back alone without lineage, + 1e-12 s) / bytes.
+  static double index_key(const Candidate& c);
+  /// The bucket of a key, and the smallest key of a bucket (0 for the
+  /// first, which also takes every smaller key).
+  static int bucket_of(double key);
+  static double bucket_floor(int b);
+
   /// The host link swaps of this pool's device are priced with; nullopt
   /// (the default): the host tier is off, every swap_seconds is +inf.
   /// Applies to storages added or synced from now on.
@@ -82,10 +109,33 @@ class CandidatePool final : public CandidateSync {
   const Candidate& operator[](size_t i) const { return items_[i]; }
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
+  /// The index (Note [staleness buckets]): calls f(bucket, oldest position)
+  /// for each non-empty bucket, and the next position after `i` in its
+  /// bucket (-1 after the newest).
+  template <typename F>
+  void for_each_bucket(F&& f) const {
+    for (int w = 0; w < kBuckets / 64; ++w)
+      for (uint64_t bits = nonempty_[size_t(w)]; bits != 0; bits &= bits - 1) {
+        const int b = w * 64 + __builtin_ctzll(bits);
+        f(b, buckets_[size_t(b)].head);
+      }
+  }
+  int32_t next_in_bucket(int32_t i) const { return links_[size_t(i)].next; }
 
  private:
+  struct Link {
+    int32_t prev = -1, next = -1;
+    int32_t bucket = 0;
+  };
   void fill(Candidate& c, Storage& s) const;
+  // Puts position i in its bucket by last access (from the newest end) /
+  // takes it out.
+  void link(size_t i);
+  void unlink(size_t i);
   std::vector<Candidate> items_;
+  std::vector<Link> links_;  // parallel to items_
+  std::vector<IndexBucket> buckets_ = std::vector<IndexBucket>(kBuckets);
+  std::vector<uint64_t> nonempty_ = std::vector<uint64_t>(kBuckets / 64);
   int64_t bytes_ = 0;
   std::optional<HostLink> link_;
 };
@@ -124,6 +174,11 @@ class EvictionPolicy {
     if (c.swap_seconds <= c.cost) return c.swap_seconds;
     return std::min(recompute_cost(c), c.swap_seconds);
   }
+  /// How the score bounds by staleness (Note [staleness buckets]):
+  /// kKey: score >= key / staleness; kOne: score >= 1 / staleness; kNone:
+  /// no such bound (size, msps), so the index cannot search for it.
+  enum class StalenessBound { kNone, kKey, kOne };
+  virtual StalenessBound staleness_bound() const { return StalenessBound::kNone; }
   /// Bookkeeping hooks (equivalence classes). `pools` is told of resident
   /// storages whose evicted neighbourhood changed.
   virtual void on_evict(Storage&, CandidateSync&) {}

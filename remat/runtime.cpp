@@ -138,7 +138,7 @@ struct Runtime::Impl final : CandidateSync {
   bool any_budget = false;
   Heuristic heuristic = Heuristic::kDtrEq;
   std::unique_ptr<EvictionPolicy> policy = make_policy(Heuristic::kDtrEq);
-  SampleMode sample = SampleMode::kSqrt;
+  SampleMode sample = SampleMode::kAuto;
   SwapMode swap_mode = SwapMode::kAuto;
   int64_t min_evict_bytes = 0;
   double thrash_limit = 0;  // Note [thrash guard]; 0: off
@@ -431,6 +431,40 @@ struct Runtime::Impl final : CandidateSync {
     for (Storage* s : order) pool_add(*s);
   }
 
+  // Note [staleness buckets] (remat/policy.h): the buckets by their bound,
+  // lowest first, each walked from its oldest while no later candidate of
+  // it can beat best(); consider(c) scores one. At most kIndexWalk
+  // candidates per bucket.
+  static constexpr int kIndexWalk = 32;
+  template <typename Consider, typename Best>
+  void search_index(const CandidatePool& pool, EvictionPolicy::StalenessBound bound, Consider&& consider,
+                    Best&& best) const {
+    const bool one = bound == EvictionPolicy::StalenessBound::kOne;
+    const auto stale = [&](const Candidate& c) { return double(std::max<int64_t>(clock - c.last_access, 0) + 1); };
+    struct Entry {
+      double bound;
+      int32_t bucket, head;
+    };
+    std::array<Entry, CandidatePool::kBuckets> order;
+    size_t k = 0;
+    pool.for_each_bucket([&](int b, int32_t head) {
+      const double floor = one ? 1.0 : CandidatePool::bucket_floor(b);
+      order[k++] = Entry{floor / stale(pool[size_t(head)]), b, head};
+    });
+    std::sort(order.begin(), order.begin() + ptrdiff_t(k),
+              [](const Entry& a, const Entry& b) { return a.bound < b.bound || (a.bound == b.bound && a.bucket < b.bucket); });
+    for (size_t e = 0; e < k; ++e) {
+      if (order[e].bound >= best()) break;
+      const double floor = one ? 1.0 : CandidatePool::bucket_floor(order[e].bucket);
+      int32_t i = order[e].head;
+      for (int walked = 0; i >= 0 && walked < kIndexWalk; ++walked, i = pool.next_in_bucket(i)) {
+        const Candidate& c = pool[size_t(i)];
+        if (floor / stale(c) >= best()) break;  // the rest are fresher and no cheaper
+        consider(c);
+      }
+    }
+  }
+
   // Note [scores]: the policy's score; the lowest is evicted. With kSqrt,
   // a deterministic sample of ceil(sqrt(n)) candidates (the DTR paper's
   // sampling), prefetched in batches so the misses overlap, but never fewer
@@ -479,7 +513,13 @@ struct Runtime::Impl final : CandidateSync {
       take(c);
     };
     const size_t n = pool.size();
-    if (sample == SampleMode::kSqrt && n > kMinSample) {
+    const EvictionPolicy::StalenessBound bound = policy->staleness_bound();
+    const bool indexed = bound != EvictionPolicy::StalenessBound::kNone &&
+                         (sample == SampleMode::kIndex || (sample == SampleMode::kAuto && n >= kIndexMinCandidates));
+    if (indexed) {
+      search_index(pool, bound, consider, [&] { return found ? best_score : std::numeric_limits<double>::infinity(); });
+    } else if ((sample == SampleMode::kSqrt || sample == SampleMode::kIndex || sample == SampleMode::kAuto) &&
+               n > kMinSample) {
       const auto k = std::max(kMinSample, size_t(std::ceil(std::sqrt(double(n)))));
       constexpr size_t kBatch = 16;
       size_t idx[kBatch];
@@ -1857,6 +1897,12 @@ void Runtime::trace_scope_end(std::string_view name, uint64_t generation) {
 int64_t Runtime::clock() const {
   std::lock_guard lock(impl_->mu);
   return impl_->clock;
+}
+
+Storage* Runtime::next_victim(Device device) {
+  std::lock_guard lock(impl_->mu);
+  DeviceMemory& m = impl_->memory(device);
+  return impl_->choose_victim(m.pool, m.swap_on ? impl_->host_room() : std::numeric_limits<int64_t>::max()).s;
 }
 
 Stats Runtime::stats(Device device) const {

@@ -304,6 +304,11 @@ class Runtime final {
 
   /// Logical clock: one tick per op.
   int64_t clock() const;
+  /// The storage an eviction on `device` would take now (Note [scores],
+  /// searched as DTR_SAMPLE says), without evicting it; nullptr when
+  /// nothing there is evictable. Advances the sampler as a decision does.
+  /// For tools and benchmarks (benchmarks/remat_decision times it).
+  Storage* next_victim(Device device = Device());
 
   // ---- recording and simulation (Note [planner]) ---------------------------
   /// Reports every call of the op path to `observer` (not owned; null: none).

@@ -393,6 +393,9 @@ TEST(SampleMode, Parses) {
   EXPECT_EQ(parse_sample_mode("all").value(), SampleMode::kAll);
   EXPECT_EQ(parse_sample_mode("SQRT").value(), SampleMode::kSqrt);
   EXPECT_EQ(sample_mode_name(SampleMode::kSqrt), "sqrt");
+  EXPECT_EQ(parse_sample_mode("index").value(), SampleMode::kIndex);
+  EXPECT_EQ(parse_sample_mode("auto").value(), SampleMode::kAuto);
+  EXPECT_EQ(sample_mode_name(SampleMode::kAuto), "auto");
   EXPECT_FALSE(parse_sample_mode("half").ok());
   EXPECT_FALSE(parse_sample_mode("").ok());
 }
@@ -523,7 +526,7 @@ TEST_F(EnvTest, DefaultsWhenUnset) {
   const Options o = options_from_env();
   EXPECT_EQ(o.memory_budget.default_device.kind, MemoryBudget::Kind::kUnlimited);
   EXPECT_EQ(o.heuristic, Heuristic::kDtrEq);
-  EXPECT_EQ(o.sample, SampleMode::kSqrt);
+  EXPECT_EQ(o.sample, SampleMode::kAuto);
   EXPECT_EQ(o.min_evict_bytes, 0);
   EXPECT_EQ(o.cost, CostModel::kEstimate);
   EXPECT_EQ(o.swap, SwapMode::kAuto);
@@ -582,7 +585,7 @@ TEST_F(EnvTest, BadValuesNameVariableValueAndAcceptedForms) {
     expect_rejected("DTR_MEMORY_BUDGET", bad, "\"cuda:0=20GiB,cuda:1=20GiB,cpu=none\"");
   }
   expect_rejected("DTR_HEURISTIC", "random", "dtr_eq, dtr, dtr_local, lru, size, msps");
-  expect_rejected("DTR_SAMPLE", "half", "all, sqrt");
+  expect_rejected("DTR_SAMPLE", "half", "all, sqrt, index, auto");
   expect_rejected("DTR_COST", "guess", "estimate, measured");
   expect_rejected("DTR_SWAP", "always", "off, auto");
   expect_rejected("DTR_MIN_EVICT_BYTES", "10%", "64KiB");

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <random>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -650,6 +652,101 @@ TEST_F(PolicyFixture, EquivalenceClassesTrackManyEvictedNeighbours) {
   EXPECT_DOUBLE_EQ(score(*eq, *kids[1], 0), (2.0 + 1e-12) / 16.0);
   eq->on_destroy(*kids[0], pool);
   EXPECT_DOUBLE_EQ(score(*eq, *centre, 0), (0.5 + 3.0 + 4.0 + 1e-12) / 16.0);
+}
+
+// ---- Note [staleness buckets]: the index's search -------------------------
+
+// Candidates of many costs (1e-8 to 1e-2 s), sizes (64 B to 64 KiB) and ages
+// in a graph with side branches; then a budget that takes ~40 evictions.
+// Returns, per eviction in order, the victim's position in the build (or,
+// for lru, whose ties are common, its last access).
+std::vector<int64_t> victims_of(Heuristic h, SampleMode mode, uint32_t seed) {
+  CountingAllocator alloc;
+  CountingProvider provider{alloc};
+  Runtime rt{provider};
+  rt.set_heuristic(h);
+  rt.set_sample_mode(mode);
+  std::mt19937 rng(seed);
+  std::vector<std::shared_ptr<Storage>> s;
+  std::vector<std::shared_ptr<Node>> nodes;
+  auto root = std::make_shared<Storage>(256, Device());
+  rt.allocate(*root);
+  rt.register_constant(*root);
+  Storage* rp = root.get();
+  rt.release({&rp, 1});
+  s.push_back(root);
+  for (int i = 1; i < 3000; ++i) {
+    const auto bytes = int64_t(64 * (1 + rng() % 1024));
+    auto out = std::make_shared<Storage>(bytes, Device());
+    auto node = std::make_shared<Node>();
+    node->op_name = "f";
+    const std::shared_ptr<Storage>& in = s[rng() % s.size()];
+    Storage* ip = in.get();
+    rt.acquire({&ip, 1});
+    node->inputs.push_back(in);
+    node->outputs.push_back(out);
+    node->output_nbytes.push_back(bytes);
+    node->cost_seconds = std::pow(10.0, -8.0 + 6.0 * double(rng() % 10000) / 10000.0);
+    node->recompute = [](std::span<Storage* const>, std::span<Storage* const>) {};
+    rt.allocate(*out);
+    rt.record(node);
+    out->handle_count = 1;
+    Storage* op = out.get();
+    rt.release({&ip, 1});
+    rt.release({&op, 1});
+    s.push_back(out);
+    nodes.push_back(node);
+  }
+  std::vector<bool> was(s.size(), true);
+  std::vector<int64_t> victims;
+  int64_t budget = rt.stats().resident_bytes;
+  for (int e = 0; e < 40; ++e) {
+    // Runtime::next_victim names the victim without evicting it (neither
+    // search draws from the sampler).
+    Storage* const next = rt.next_victim();
+    budget -= 1;  // one eviction at a time, so their order shows
+    rt.set_memory_budget(budget);
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (was[i] && !s[i]->resident()) {
+        EXPECT_EQ(s[i].get(), next) << "eviction " << e;
+        victims.push_back(h == Heuristic::kLru ? state(*s[i]).last_access : int64_t(i));
+        was[i] = false;
+      }
+    }
+    budget = rt.stats().resident_bytes;
+  }
+  return victims;
+}
+
+// The branch and bound visits few candidates but misses none that could
+// win: the victims, in order, are those of the exhaustive search, for each
+// heuristic whose score falls with staleness.
+TEST(StalenessIndex, FindsTheVictimsOfTheExhaustiveSearch) {
+  for (Heuristic h : {Heuristic::kDtrEq, Heuristic::kDtr, Heuristic::kDtrLocal, Heuristic::kLru}) {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      const std::vector<int64_t> all = victims_of(h, SampleMode::kAll, seed);
+      const std::vector<int64_t> index = victims_of(h, SampleMode::kIndex, seed);
+      EXPECT_EQ(all.size(), 40u);
+      EXPECT_EQ(index, all) << heuristic_name(h) << " seed " << seed;
+    }
+  }
+}
+
+// Keys fall in buckets, four per octave, whose floors bound them.
+TEST(StalenessIndex, BucketFloorsBoundTheirKeys) {
+  for (double key : {1e-30, 1e-20, 3.7e-15, 1e-12, 2.5e-9, 1.0, 7e3, 1e40}) {
+    const int b = CandidatePool::bucket_of(key);
+    ASSERT_GE(b, 0);
+    ASSERT_LT(b, CandidatePool::kBuckets);
+    EXPECT_LE(CandidatePool::bucket_floor(b), key) << key;
+    if (b > 0 && b + 1 < CandidatePool::kBuckets) {
+      EXPECT_GT(CandidatePool::bucket_floor(b + 1), key) << key;
+      // Mantissas 1, 1.25, 1.5, 1.75: a bucket spans at most 25% of its floor.
+      const double ratio = CandidatePool::bucket_floor(b + 1) / CandidatePool::bucket_floor(b);
+      EXPECT_GE(ratio, 8.0 / 7.0 - 1e-12) << key;
+      EXPECT_LE(ratio, 1.25 + 1e-12) << key;
+    }
+  }
 }
 
 }  // namespace

@@ -435,15 +435,14 @@ void batch_norm_backward_kernel(const KernelContext& c) {
           invstd = 1.0 / std::sqrt(double(to_compute(rv[ch])) + eps);
         }
         const C mean_c = C(mean), invstd_c = C(invstd);
+        // Per plane in sixteen interleaved partial sums, planes in batch
+        // order (Note [channel sums]).
         double sum_g = 0, sum_gx = 0;
         for (int64_t n = 0; n < g.batch; ++n) {
-          const T* xq = xp + g.plane(n, ch);
-          const T* gq = gp + g.plane(n, ch);
-          for (int64_t k = 0; k < g.inner; ++k) {
-            const C gv = to_compute(gq[k]);
-            sum_g += double(gv);
-            sum_gx += double(gv) * double((to_compute(xq[k]) - mean_c) * invstd_c);
-          }
+          double pg, pgx;
+          plane_grad_sums(gp + g.plane(n, ch), xp + g.plane(n, ch), g.inner, mean_c, invstd_c, pg, pgx);
+          sum_g += pg;
+          sum_gx += pgx;
         }
         const C wv = w != nullptr ? to_compute(w[ch]) : C(1);
         const C mean_g = training ? C(sum_g / double(g.count())) : C(0);

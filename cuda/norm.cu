@@ -225,6 +225,32 @@ DTR_HD double plane_sum(Elems<C> x, int64_t n, double mean) {
   return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
+/// Σ g and Σ g · xhat over a segment of n elements, xhat = (x - mean) *
+/// invstd in C: cpu/channel_sums.h's plane_grad_sums, in its order.
+template <typename C>
+DTR_HD void plane_grad_sums(Elems<C> g, Elems<C> x, int64_t n, C mean, C invstd, double& sum_g, double& sum_gx) {
+  double a[16] = {}, b[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; ++k) {
+      const C gv = g[j + k];
+      a[k] += double(gv);
+      b[k] += double(gv) * double((x[j + k] - mean) * invstd);
+    }
+  double t[4], u[4];
+  for (int k = 0; k < 4; ++k) {
+    t[k] = (a[k] + a[k + 4]) + (a[k + 8] + a[k + 12]);
+    u[k] = (b[k] + b[k + 4]) + (b[k + 8] + b[k + 12]);
+  }
+  for (; j < n; ++j) {
+    const C gv = g[j];
+    t[0] += double(gv);
+    u[0] += double(gv) * double((x[j] - mean) * invstd);
+  }
+  sum_g = (t[0] + t[1]) + (t[2] + t[3]);
+  sum_gx = (u[0] + u[1]) + (u[2] + u[3]);
+}
+
 /// Sum of x over channel elements [k0, k1): per plane segment plane_sum, the
 /// segments added in order (with one block, cpu/norm.cpp's channel_moments).
 template <typename C>
@@ -401,11 +427,10 @@ void batch_norm_backward_typed(std::byte* gx, std::byte* gw, std::byte* gb, cons
         double sum_g = 0, sum_gx = 0;
         for (int64_t k = cb.begin(b), len = 0; k < k1; k += len) {
           const int64_t off = cb.segment(ch, k, k1, &len);
-          for (int64_t j = 0; j < len; ++j) {
-            const C gv = gs[off + j];
-            sum_g += double(gv);
-            sum_gx += double(gv) * double((xs[off + j] - m) * invstd);
-          }
+          double pg, pgx;
+          plane_grad_sums(gs.from(off), xs.from(off), len, m, invstd, pg, pgx);
+          sum_g += pg;
+          sum_gx += pgx;
         }
         part[i] = sum_g;
         part[channels * nb + i] = sum_gx;

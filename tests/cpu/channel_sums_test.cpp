@@ -34,6 +34,25 @@ TEST(ChannelSums, TheVectorCopyIsTheScalarLoopBitwise) {
   }
 }
 
+TEST(ChannelSums, TheVectorGradientSumsAreTheScalarLoopBitwise) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2: only the scalar loop runs";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-8, 8);
+  for (int64_t n : {0, 1, 15, 16, 17, 63, 1000, 4099}) {
+    std::vector<float> g(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    for (size_t i = 0; i < g.size(); ++i) {
+      g[i] = unit(rng) * std::pow(10.0f, float(exponent(rng)));
+      x[i] = unit(rng) * std::pow(10.0f, float(exponent(rng)));
+    }
+    double sg = 0, sgx = 0, rg = 0, rgx = 0;
+    plane_grad_sums(g.data(), x.data(), n, 0.37f, 1.9f, sg, sgx);
+    plane_grad_sums_scalar(g.data(), x.data(), n, 0.37f, 1.9f, rg, rgx);
+    EXPECT_TRUE(same_bits(sg, rg)) << "sum of g over " << n;
+    EXPECT_TRUE(same_bits(sgx, rgx)) << "sum of g * xhat over " << n;
+  }
+}
+
 TEST(ChannelSums, AreSumsOfTheValuesAndOfTheirSquaredDeviations) {
   for (int64_t n : {0, 5, 16, 40, 1000}) {
     std::vector<float> x(static_cast<size_t>(n));
@@ -49,6 +68,18 @@ TEST(ChannelSums, AreSumsOfTheValuesAndOfTheirSquaredDeviations) {
     EXPECT_NEAR(plane_sum<true>(x.data(), n, mean), double(q), 1e-9) << n;
     std::vector<double> xd(x.begin(), x.end());
     EXPECT_NEAR(plane_sum<true>(xd.data(), n, mean), double(q), 1e-9) << n;
+    // Gradient sums: g = (i mod 5) - 2 against xhat = (x - 0.5) * 2.
+    std::vector<float> g(static_cast<size_t>(n));
+    long double exact_g = 0, exact_gx = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      g[size_t(i)] = float(i % 5) - 2.0f;
+      exact_g += g[size_t(i)];
+      exact_gx += g[size_t(i)] * ((x[size_t(i)] - 0.5f) * 2.0f);
+    }
+    double sg = 0, sgx = 0;
+    plane_grad_sums(g.data(), x.data(), n, 0.5f, 2.0f, sg, sgx);
+    EXPECT_NEAR(sg, double(exact_g), 1e-9) << n;
+    EXPECT_NEAR(sgx, double(exact_gx), 1e-9) << n;
   }
 }
 

@@ -126,11 +126,16 @@ TEST_F(CApiTest, EightThreadsTrainTheirOwnModelsUnderOneBudget) {
   models.clear();
 
   // Fresh models from the same seeds, trained all at once under a budget of
-  // what the eight keep plus half of what they need at once at their
-  // peaks.
+  // what the eight keep plus three quarters of what they need at once at
+  // their peaks: threads that overlap evict. Not half: a scheduling that
+  // put all eight inside an op at once (each holding its inputs and outputs
+  // locked, beside the eight input batches, which `persistent` does not
+  // count) then left less than one op's request free, an OutOfMemoryError
+  // seen only under a loaded machine's interleavings (floor 2.28 MB
+  // against a budget of 2.31; three quarters is 3.03).
   for (int id = 0; id < kThreads; ++id) models.push_back(build(id));
   ASSERT_GT(transient, 0);
-  const int64_t budget = int64_t(persistent + kThreads * transient / 2);
+  const int64_t budget = int64_t(persistent + kThreads * transient * 3 / 4);
   ASSERT_EQ(dtr_set_memory_budget(DTR_DEVICE_CPU, 0, budget), DTR_OK);
   ASSERT_EQ(dtr_reset_stats(), DTR_OK);
   std::vector<std::vector<float>> got(kThreads);

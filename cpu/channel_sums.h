@@ -26,6 +26,12 @@ namespace dtr::cpu {
 // and block_squares use the same order. Batch norm's backward sums Σ g and
 // Σ g · xhat per plane the same way (plane_grad_sums).
 
+/// The fold of Note [channel sums]: t[k] = (a[k] + a[k+4]) + (a[k+8] + a[k+12]).
+inline void fold_lanes(const double (&a)[16], double (&t)[4]) {
+  for (int k = 0; k < 4; ++k) t[k] = (a[k] + a[k + 4]) + (a[k + 8] + a[k + 12]);
+}
+inline double sum_lanes(const double (&t)[4]) { return (t[0] + t[1]) + (t[2] + t[3]); }
+
 /// Σ v(p[j]) over a plane of n elements in the order of Note [channel
 /// sums]; v(x) = x, or (x - mean)² when Square.
 template <bool Square, typename T>
@@ -39,9 +45,9 @@ inline double plane_sum_scalar(const T* p, int64_t n, double mean) {
   for (; j + 16 <= n; j += 16)
     for (int k = 0; k < 16; ++k) a[k] += v(p[j + k]);
   double t[4];
-  for (int k = 0; k < 4; ++k) t[k] = (a[k] + a[k + 4]) + (a[k + 8] + a[k + 12]);
+  fold_lanes(a, t);
   for (; j < n; ++j) t[0] += v(p[j]);
-  return (t[0] + t[1]) + (t[2] + t[3]);
+  return sum_lanes(t);
 }
 
 #if DTR_HAVE_AVX2_DISPATCH
@@ -66,7 +72,7 @@ DTR_TARGET_AVX2 inline double plane_sum_avx2(const float* p, int64_t n, double m
     const double d = double(p[j]) - (Square ? mean : 0.0);
     t[0] += Square ? d * d : double(p[j]);
   }
-  return (t[0] + t[1]) + (t[2] + t[3]);
+  return sum_lanes(t);
 }
 #endif
 
@@ -87,16 +93,14 @@ inline void plane_grad_sums_scalar(const T* g, const T* x, int64_t n, compute_t<
       b[k] += gx(j + k);
     }
   double t[4], u[4];
-  for (int k = 0; k < 4; ++k) {
-    t[k] = (a[k] + a[k + 4]) + (a[k + 8] + a[k + 12]);
-    u[k] = (b[k] + b[k + 4]) + (b[k + 8] + b[k + 12]);
-  }
+  fold_lanes(a, t);
+  fold_lanes(b, u);
   for (; j < n; ++j) {
     t[0] += double(to_compute(g[j]));
     u[0] += gx(j);
   }
-  sum_g = (t[0] + t[1]) + (t[2] + t[3]);
-  sum_gx = (u[0] + u[1]) + (u[2] + u[3]);
+  sum_g = sum_lanes(t);
+  sum_gx = sum_lanes(u);
 }
 
 #if DTR_HAVE_AVX2_DISPATCH
@@ -121,8 +125,8 @@ DTR_TARGET_AVX2 inline void plane_grad_sums_avx2(const float* g, const float* x,
     t[0] += double(g[j]);
     u[0] += double(g[j]) * double((x[j] - mean) * invstd);
   }
-  sum_g = (t[0] + t[1]) + (t[2] + t[3]);
-  sum_gx = (u[0] + u[1]) + (u[2] + u[3]);
+  sum_g = sum_lanes(t);
+  sum_gx = sum_lanes(u);
 }
 #endif
 

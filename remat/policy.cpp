@@ -85,9 +85,15 @@ void CandidatePool::link(size_t i) {
     after = links_[size_t(after)].prev;
   l.prev = after;
   l.next = after >= 0 ? links_[size_t(after)].next : bk.head;
+  attach(i);
+  nonempty_[size_t(b) / 64] |= uint64_t{1} << (b % 64);
+}
+
+void CandidatePool::attach(size_t i) {
+  const Link& l = links_[i];
+  IndexBucket& bk = buckets_[size_t(l.bucket)];
   if (l.prev >= 0) links_[size_t(l.prev)].next = int32_t(i); else bk.head = int32_t(i);
   if (l.next >= 0) links_[size_t(l.next)].prev = int32_t(i); else bk.tail = int32_t(i);
-  nonempty_[size_t(b) / 64] |= uint64_t{1} << (b % 64);
 }
 
 void CandidatePool::unlink(size_t i) {
@@ -117,11 +123,8 @@ void CandidatePool::remove(Storage& s) {
   if (i != last) {
     // The last one moves into the hole: its neighbours point at i now.
     items_[i] = items_[last];
-    const Link l = links_[last];
-    links_[i] = l;
-    IndexBucket& bk = buckets_[size_t(l.bucket)];
-    if (l.prev >= 0) links_[size_t(l.prev)].next = int32_t(i); else bk.head = int32_t(i);
-    if (l.next >= 0) links_[size_t(l.next)].prev = int32_t(i); else bk.tail = int32_t(i);
+    links_[i] = links_[last];
+    attach(i);
     st(*items_[i].s).pool_index = int64_t(i);
   }
   items_.pop_back();
@@ -144,9 +147,6 @@ void CandidatePool::sync(Storage& s) {
 
 namespace {
 
-double staleness(const Candidate& c, int64_t now) {
-  return double(std::max<int64_t>(now - c.last_access, 0) + 1);
-}
 double bytes(const Candidate& c) { return double(std::max<int64_t>(c.nbytes, 1)); }
 
 // Visits the direct neighbours of `s`: the inputs of its producer and the

@@ -54,6 +54,11 @@ struct Candidate {
 // A decision scans these: 56 bytes, not 64.
 static_assert(sizeof(Candidate) == 56);
 
+/// s(t): logical clock ticks since the last access, plus one (Note [scores]).
+inline double staleness(const Candidate& c, int64_t now) {
+  return double(std::max<int64_t>(now - c.last_access, 0) + 1);
+}
+
 /// Told when the fields a score reads changed for a resident storage, so its
 /// pool entry is copied again (the runtime routes it to the storage's own
 /// device pool; a test passes a CandidatePool).
@@ -132,6 +137,8 @@ class CandidatePool final : public CandidateSync {
   // takes it out.
   void link(size_t i);
   void unlink(size_t i);
+  // Points the neighbours (or the bucket's ends) named by links_[i] at i.
+  void attach(size_t i);
   std::vector<Candidate> items_;
   std::vector<Link> links_;  // parallel to items_
   std::vector<IndexBucket> buckets_ = std::vector<IndexBucket>(kBuckets);

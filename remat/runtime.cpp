@@ -440,7 +440,6 @@ struct Runtime::Impl final : CandidateSync {
   void search_index(const CandidatePool& pool, EvictionPolicy::StalenessBound bound, Consider&& consider,
                     Best&& best) const {
     const bool one = bound == EvictionPolicy::StalenessBound::kOne;
-    const auto stale = [&](const Candidate& c) { return double(std::max<int64_t>(clock - c.last_access, 0) + 1); };
     struct Entry {
       double bound;
       int32_t bucket, head;
@@ -449,7 +448,7 @@ struct Runtime::Impl final : CandidateSync {
     size_t k = 0;
     pool.for_each_bucket([&](int b, int32_t head) {
       const double floor = one ? 1.0 : CandidatePool::bucket_floor(b);
-      order[k++] = Entry{floor / stale(pool[size_t(head)]), b, head};
+      order[k++] = Entry{floor / staleness(pool[size_t(head)], clock), b, head};
     });
     std::sort(order.begin(), order.begin() + ptrdiff_t(k),
               [](const Entry& a, const Entry& b) { return a.bound < b.bound || (a.bound == b.bound && a.bucket < b.bucket); });
@@ -459,7 +458,7 @@ struct Runtime::Impl final : CandidateSync {
       int32_t i = order[e].head;
       for (int walked = 0; i >= 0 && walked < kIndexWalk; ++walked, i = pool.next_in_bucket(i)) {
         const Candidate& c = pool[size_t(i)];
-        if (floor / stale(c) >= best()) break;  // the rest are fresher and no cheaper
+        if (floor / staleness(c, clock) >= best()) break;  // the rest are fresher and no cheaper
         consider(c);
       }
     }
@@ -518,8 +517,7 @@ struct Runtime::Impl final : CandidateSync {
                          (sample == SampleMode::kIndex || (sample == SampleMode::kAuto && n >= kIndexMinCandidates));
     if (indexed) {
       search_index(pool, bound, consider, [&] { return found ? best_score : std::numeric_limits<double>::infinity(); });
-    } else if ((sample == SampleMode::kSqrt || sample == SampleMode::kIndex || sample == SampleMode::kAuto) &&
-               n > kMinSample) {
+    } else if (sample != SampleMode::kAll && n > kMinSample) {
       const auto k = std::max(kMinSample, size_t(std::ceil(std::sqrt(double(n)))));
       constexpr size_t kBatch = 16;
       size_t idx[kBatch];

@@ -16,9 +16,11 @@
 #   ./dtr.sh bench-env  install PyTorch 2 (CPU use; PyPI) and numpy into
 #                    build/venv-bench for the PyTorch comparison
 #   ./dtr.sh bench-sweep [--quick]  setup, build, bench-env, then the
-#                    model-zoo budget sweep, the PyTorch comparison, the
-#                    headline cells (benchmarks/sweep.py) and the plots in
-#                    benchmarks/results/ (over an hour on two cores);
+#                    full sweep (benchmarks/sweep.py --full: every heuristic
+#                    and budget and PyTorch's variants, one process per
+#                    point), the planner's smallest feasible budgets, and
+#                    the plot and tables in benchmarks/results/ (about an
+#                    hour on two cores);
 #                    --quick: the headline cells alone, one process per
 #                    point, dtr and PyTorch alternated, into
 #                    benchmarks/results/quick/ (about 15 minutes). Nothing
@@ -201,17 +203,12 @@ bench_sweep() {
   fi
   [[ $# -eq 0 ]] || { echo "dtr.sh bench-sweep: unknown argument $1 (expected --quick)" >&2; exit 2; }
   mkdir -p "$out"
-  log "budget sweep -> $out/sweep.csv (progress in $out/sweep.log)"
-  build/benchmarks/budget_sweep --other-ratios 0.5,0.3 --bisect-heuristics dtr_eq --steps 5 --warmup 1 --threads 1 \
-    --out "$out/sweep.csv" 2>"$out/sweep.log"
-  log "chain_b2048 against Revolve -> $out/revolve.csv"
-  build/benchmarks/budget_sweep --models chain_b2048 --heuristics dtr_eq --ratios 0.9,0.8,0.7,0.6,0.5,0.4,0.3 --no-bisect \
-    --steps 1 --warmup 1 --threads 1 --out "$out/revolve.csv" 2>"$out/revolve.log"
-  log "PyTorch comparison ($BENCH_MODES) -> $out/pytorch.csv (progress in $out/pytorch.log)"
-  "$BENCH_PYTHON" benchmarks/pytorch_zoo.py --modes "$BENCH_MODES" --steps 5 --warmup 2 --threads 1 --rounds 2 \
-    --dtr build/benchmarks/zoo_step --out "$out/pytorch.csv" 2>"$out/pytorch.log"
-  log "headline cells -> $out/headline.md"
-  /usr/bin/python3 benchmarks/sweep.py --torch-python "$BENCH_PYTHON" --variants "$BENCH_MODES" --out "$out"
+  log "smallest feasible ratios (budget planner, counts) -> $out/min_feasible.csv"
+  build/benchmarks/budget_sweep --predict-only --models chain,gpt,resnet,unet,lstm,chain_b2048 --heuristics dtr_eq \
+    --ratios 0.5 --steps 1 --warmup 1 --threads 1 --out "$out/min_feasible.csv" 2>"$out/min_feasible.log"
+  log "full sweep, one process per point, dtr and PyTorch ($BENCH_MODES) alternated -> $out/points.csv"
+  /usr/bin/python3 benchmarks/sweep.py --full --torch-python "$BENCH_PYTHON" --variants "$BENCH_MODES" --out "$out" \
+    2>"$out/sweep.log"
   /usr/bin/python3 benchmarks/plot_sweep.py --results "$out"
 }
 

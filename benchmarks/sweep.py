@@ -27,6 +27,12 @@ against PyTorch's plain steps. The floor is the resident bytes between
 steps (never evictable: parameters, gradients, optimizer state, inputs) /
 the peak: no ratio below it is feasible.
 
+--full runs the whole sweep that benchmarks/plot_sweep.py draws: the chain
+and the headline models, dtr_eq at ratios 0.9 to 0.2 and every other
+heuristic at 0.5 and 0.3, against all of PyTorch's variants (about an hour
+on two cores). A point that did not complete in one round (oom, thrash,
+timeout) is not run again in later rounds.
+
 --quick runs the headline cells: gpt, resnet, unet, lstm and chain_b2048,
 unbudgeted and at 0.5 and 0.3 (gpt also at 0.2), against PyTorch plain, two
 rounds of 5 steps after 1 warm-up (about 10 minutes on two cores).
@@ -59,6 +65,10 @@ ROOT = os.path.dirname(HERE)
 QUICK_MODELS = ["gpt", "resnet", "unet", "lstm", "chain_b2048"]
 QUICK_RATIOS = {"gpt": [0.5, 0.3, 0.2]}
 DEFAULT_RATIOS = [0.5, 0.3]
+FULL_MODELS = ["chain"] + QUICK_MODELS
+FULL_RATIOS = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+FULL_OTHER_HEURISTICS = ["dtr", "dtr_local", "lru", "size", "msps"]
+FULL_OTHER_RATIOS = [0.5, 0.3]
 
 
 def cpu_model():
@@ -129,13 +139,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory for points.csv, headline.csv, headline.md")
     parser.add_argument("--quick", action="store_true", help="the headline cells only")
+    parser.add_argument("--full", action="store_true",
+                        help="the full sweep: chain too, dtr_eq at 0.9..0.2, the other heuristics at 0.5 and 0.3")
     parser.add_argument("--dtr", default=os.path.join(ROOT, "build", "benchmarks", "zoo_step"))
     venv_python = os.path.join(ROOT, "build", "venv-bench", "bin", "python")
     parser.add_argument("--torch-python", default=venv_python if os.access(venv_python, os.X_OK) else "/usr/bin/python3",
                         help="the Python whose torch is the peer (default: build/venv-bench's, else python3)")
     parser.add_argument("--models")
     parser.add_argument("--ratios", help="budget ratios (default 0.5,0.3; --quick adds 0.2 for gpt)")
-    parser.add_argument("--heuristics", default="dtr_eq")
+    parser.add_argument("--heuristics", default="dtr_eq", help="heuristics run at --ratios (default dtr_eq)")
+    parser.add_argument("--other-heuristics", help="heuristics run at --other-ratios only (--full: dtr,dtr_local,"
+                        "lru,size,msps)")
+    parser.add_argument("--other-ratios", help="budget ratios of --other-heuristics (--full: 0.5,0.3)")
     parser.add_argument("--variants", help="PyTorch variants (default plain; the full sweep: "
                         "plain,checkpoint,sac,compile_0.5,compile_0.3)")
     parser.add_argument("--dtr-checkpoint", action="store_true", help="also dtr's static checkpointing")
@@ -152,10 +167,15 @@ def main():
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.rounds < 1:
         parser.error("--steps >= 1, --warmup >= 0 and --rounds >= 1 are required")
+    if args.quick and args.full:
+        parser.error("--quick and --full exclude each other")
     if not os.access(args.dtr, os.X_OK):
         parser.error(f"--dtr {args.dtr}: not an executable (build first: ./dtr.sh build)")
-    models = args.models.split(",") if args.models else QUICK_MODELS
+    models = args.models.split(",") if args.models else (FULL_MODELS if args.full else QUICK_MODELS)
     heuristics = args.heuristics.split(",")
+    other_heuristics = [h for h in (args.other_heuristics.split(",") if args.other_heuristics else (
+        FULL_OTHER_HEURISTICS if args.full else [])) if h not in heuristics]
+    other_ratios = [float(x) for x in args.other_ratios.split(",")] if args.other_ratios else FULL_OTHER_RATIOS
     variants = args.variants.split(",") if args.variants else (
         ["plain"] if args.quick else ["plain", "checkpoint", "sac", "compile_0.5", "compile_0.3"])
     if "plain" not in variants:
@@ -165,13 +185,15 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("DTR_MEMORY_BUDGET", None)
     machine = {"commit": commit(), "cpu": cpu_model(), "cpu_flags": cpu_flags(), "threads": 1,
+               "sample": os.environ.get("DTR_SAMPLE", "") or "auto",
                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     common = ["--steps", str(args.steps), "--threads", "1"]
     pyzoo = os.path.join(HERE, "pytorch_zoo.py")
 
     fields = ["model", "library", "variant", "heuristic", "ratio", "round", "outcome", "budget_bytes", "peak_bytes",
               "resident_between_steps", "rss_peak_delta_mib", "cpu_ms", "wall_ms", "evictions", "recomputed_ops",
-              "recomputed_flops", "step_flops", "max_replay_ratio", "version", "seconds", "error", "commit", "cpu", "cpu_flags", "steps", "warmup"]
+              "recomputed_flops", "step_flops", "max_replay_ratio", "parameter_bytes", "version", "seconds", "error",
+              "commit", "cpu", "cpu_flags", "sample", "steps", "warmup"]
     points_path = os.path.join(args.out, "points.csv")
     points = []
     with open(points_path, "w", newline="") as f:
@@ -188,9 +210,9 @@ def main():
                    "evictions": r.get("evictions", ""), "recomputed_ops": r.get("recomputed_ops", ""),
                    "recomputed_flops": r.get("recomputed_flops", ""),
                    "step_flops": r.get("step_flops", ""), "max_replay_ratio": r.get("max_replay_ratio", ""),
-                   "version": r.get("version", ""),
+                   "parameter_bytes": r.get("parameter_bytes", ""), "version": r.get("version", ""),
                    "seconds": fmt(r["seconds"], 1), "error": r.get("error", "")[:300], "steps": args.steps,
-                   "warmup": warmup, **{k: machine[k] for k in ("commit", "cpu", "cpu_flags")}}
+                   "warmup": warmup, **{k: machine[k] for k in ("commit", "cpu", "cpu_flags", "sample")}}
             writer.writerow(row)
             f.flush()
             points.append(row)
@@ -200,7 +222,11 @@ def main():
                   + (f"  {r.get('error', '')[:120]}" if r["outcome"] != "ok" else ""), file=sys.stderr, flush=True)
 
         for model in models:
-            ratios = [float(x) for x in args.ratios.split(",")] if args.ratios else QUICK_RATIOS.get(model, DEFAULT_RATIOS)
+            ratios = [float(x) for x in args.ratios.split(",")] if args.ratios else (
+                FULL_RATIOS if args.full else QUICK_RATIOS.get(model, DEFAULT_RATIOS))
+            budget_points = [(h, x) for h in heuristics for x in ratios]
+            budget_points += [(h, x) for h in other_heuristics for x in other_ratios]
+            failed = set()  # budget points that did not complete: not run again
             peak, limit = None, None
             for rnd in range(args.rounds):
                 # dtr unbudgeted (sets the budgets and the time limit), then PyTorch plain.
@@ -222,13 +248,16 @@ def main():
                     r = run_point([args.torch_python, pyzoo, "--child", model, "--mode", variant,
                                    "--warmup", str(warm)] + common, env, limit * 4)
                     record(model, "pytorch", variant, "", "", rnd, r, warm)
-                for heuristic in heuristics:
-                    for ratio in ratios:
-                        budget = int(peak * ratio)
-                        r = run_point([args.dtr, "--model", model, "--warmup", str(args.warmup), "--budget",
-                                       str(budget)] + common, dict(env, DTR_HEURISTIC=heuristic), limit)
-                        r.setdefault("budget_bytes", budget)
-                        record(model, "dtr", "budget", heuristic, f"{ratio}", rnd, r, args.warmup)
+                for heuristic, ratio in budget_points:
+                    if (heuristic, ratio) in failed:
+                        continue
+                    budget = int(peak * ratio)
+                    r = run_point([args.dtr, "--model", model, "--warmup", str(args.warmup), "--budget",
+                                   str(budget)] + common, dict(env, DTR_HEURISTIC=heuristic), limit)
+                    r.setdefault("budget_bytes", budget)
+                    record(model, "dtr", "budget", heuristic, f"{ratio}", rnd, r, args.warmup)
+                    if r["outcome"] != "ok":
+                        failed.add((heuristic, ratio))
                 if args.dtr_checkpoint:
                     r = run_point([args.dtr, "--model", model, "--mode", "checkpoint", "--warmup", str(args.warmup)]
                                   + common, env, limit)
@@ -329,8 +358,9 @@ def write_headline(args, cells, machine, points):
     lines = [
         "# Headline: dtr's slowdown under a budget, and dtr against PyTorch",
         "",
-        f"Generated by `benchmarks/sweep.py{' --quick' if args.quick else ''}` on {machine['date']}: commit "
-        f"{machine['commit']}, {machine['cpu']} ({machine['cpu_flags'] or 'no AVX2 flag'}), one thread per library, "
+        f"Generated by `benchmarks/sweep.py{' --quick' if args.quick else ' --full' if args.full else ''}` on "
+        f"{machine['date']}: commit {machine['commit']}, {machine['cpu']} ({machine['cpu_flags'] or 'no AVX2 flag'}), "
+        f"DTR_SAMPLE={machine['sample']}, one thread per library, "
         f"PyTorch {torch_version or '(not run)'}. Each point in a fresh process with a time limit; {args.rounds} rounds "
         f"alternating dtr and PyTorch per model; each process {args.warmup} warm-up step(s) (PyTorch's compile "
         f"variants at least 2) then {args.steps} timed steps; the steps of all rounds pooled. Figures are median "

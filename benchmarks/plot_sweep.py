@@ -118,7 +118,7 @@ def plot(cells, min_feasible, path):
     markers = {"plain": "P", "checkpoint": "X", "sac": "D", "compile_0.5": "^", "compile_0.3": "v"}
     for ax, model in zip(axes.flat, models):
         base = cells.get(model, "dtr", "plain")
-        top, bottom = 1.0, 0.8
+        top, bottom, right = 1.0, 0.8, 1.05
         for h in cells.heuristics():
             pts = sorted(((float(c["ratio"]), c["slowdown"]) for c in cells.cells
                           if c["model"] == model and c["variant"] == "budget" and c["heuristic"] == h and ok(c)),
@@ -149,7 +149,7 @@ def plot(cells, min_feasible, path):
                 label = f"PyTorch {variant.replace('_', ' ')}" if variant != "plain" else "PyTorch"
                 ax.plot([rss / base_rss], [y], markers.get(variant, "o"), ms=9, alpha=0.8,
                         color="tab:purple" if compiled else "tab:red", label=label + " (by RSS)")
-                top, bottom = max(top, y), min(bottom, y - 0.05)
+                top, bottom, right = max(top, y), min(bottom, y - 0.05), max(right, rss / base_rss + 0.05)
         if ok(base) and base["floor"] != "":
             ax.axvline(base["floor"], color="grey", ls="--", lw=1, label="floor (between steps / peak)")
         mf = min_feasible.get(model)
@@ -157,7 +157,7 @@ def plot(cells, min_feasible, path):
             ax.axvline(mf, color="grey", ls=":", lw=1, label="dtr_eq smallest feasible (planner)")
         ax.axhline(1.0, color="grey", lw=0.5)
         ax.set_title(model)
-        ax.set_xlim(1.1, 0)
+        ax.set_xlim(right, 0)
         ax.set_ylim(max(bottom, 0.0), min(top * 1.08, 4.0))
         ax.set_xlabel("budget / unbudgeted peak (PyTorch: RSS / dtr's)")
         ax.set_ylabel("CPU time / dtr unbudgeted")

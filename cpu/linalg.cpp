@@ -1,8 +1,6 @@
 // Linear algebra kernels: matmul (torch.matmul semantics, strided operands,
-// batch broadcasting) and linear (x @ W^T + b), both on BLAS GEMM: oneDNN's
-// sgemm for float32 products of >= kOnednnGemmMacs multiply-adds where
-// oneDNN is built in, OpenBLAS otherwise (Note [determinism] for GEMM in
-// cpu/linalg.h).
+// batch broadcasting) and linear (x @ W^T + b), both on OpenBLAS GEMM
+// (Note [determinism] for GEMM in cpu/linalg.h).
 #include "cpu/linalg.h"
 
 #include <cblas.h>
@@ -15,7 +13,6 @@
 #include <absl/container/inlined_vector.h>
 
 #include "cpu/kernels.h"
-#include "cpu/onednn_conv.h"
 
 namespace dtr::cpu {
 
@@ -37,10 +34,6 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 
 void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  // Note [determinism] for GEMM: the library is chosen by the shapes alone.
-  if (double(M) * double(N) * double(K) >= double(kOnednnGemmMacs) &&
-      onednn_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-    return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               to_blas(M), to_blas(N), to_blas(K), alpha, A, to_blas(lda), B, to_blas(ldb), beta, C,
               to_blas(ldc));

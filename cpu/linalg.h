@@ -1,5 +1,5 @@
-// GEMM through oneDNN's sgemm and OpenBLAS, and the float32 staging used by
-// the kernels of the linalg and conv families (cpu/linalg.cpp, cpu/conv.cpp).
+// GEMM through OpenBLAS and the float32 staging used by the kernels of the
+// linalg and conv families (cpu/linalg.cpp, cpu/conv.cpp).
 //
 // Note [determinism] for GEMM: OpenBLAS's results depend on its own thread
 // count (measured on 0.3.21: the threaded and single-threaded paths, and
@@ -11,17 +11,6 @@
 // same; one pool serves both GEMM and the other kernels, so nothing
 // oversubscribes the cores. gemm may be called inside a parallel_for (the
 // inner loop then runs its blocks on the calling thread).
-//
-// A float32 block of at least kOnednnGemmMacs multiply-adds goes to oneDNN's
-// sgemm (cpu/onednn_conv.h: one OpenMP thread, like its convolutions) where
-// oneDNN is built in; smaller blocks, float64 and builds without oneDNN go to
-// OpenBLAS. The choice is made from the block's shapes alone, so it keeps
-// the property above, and a replay makes the same call as the first run.
-// Measured single-threaded on an AMD EPYC (AVX2): oneDNN 2.6's sgemm ran the
-// GPT's and the chain's products (M = 2048, N and K 256..1024) at 102-114
-// GFLOP/s against OpenBLAS 0.3.21's 96-103 and PyTorch 2's 92-103, and the
-// LSTM's (32, 1024, 256) at 97 against 68; below about 2^20 multiply-adds its
-// call overhead loses (4x4x4: 0.5 against 3.2 GFLOP/s).
 #pragma once
 
 #include <cstdint>
@@ -43,8 +32,6 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 /// block may have; see gemm_blocks.
 inline constexpr int64_t kGemmBlockMacs = int64_t{1} << 23;
 inline constexpr int64_t kGemmMinBlock = 128;
-/// The fewest multiply-adds of a float32 block that oneDNN's sgemm computes.
-inline constexpr int64_t kOnednnGemmMacs = int64_t{1} << 20;
 
 /// How gemm cuts C (M, N): `count` blocks of `size` whole rows (`rows`) or
 /// whole columns, the last one possibly shorter; count == 1 means one call.

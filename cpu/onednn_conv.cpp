@@ -38,7 +38,6 @@ using Tag = memory::format_tag;
 using Dims = memory::dims;
 
 std::atomic<bool> g_enabled{true};
-std::atomic<bool> g_gemm_enabled{true};
 
 // ---- threads ------------------------------------------------------------------
 // oneDNN built with the OpenMP runtime (Debian's) runs a primitive on
@@ -407,17 +406,6 @@ bool onednn_conv_available() { return omp_control().usable; }
 void set_onednn_conv_enabled(bool enabled) { g_enabled.store(enabled); }
 bool onednn_conv_enabled() { return g_enabled.load() && onednn_conv_available(); }
 
-void set_onednn_gemm_enabled(bool enabled) { g_gemm_enabled.store(enabled); }
-bool onednn_gemm_enabled() { return g_gemm_enabled.load(std::memory_order_relaxed) && omp_control().usable; }
-
-bool onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (!onednn_gemm_enabled()) return false;
-  OneOmpThread one;
-  return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) ==
-         dnnl_success;
-}
-
 bool onednn_conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y) {
   if (!usable(g)) return false;
   const Chunks c = chunks_of(g);
@@ -541,12 +529,6 @@ int64_t onednn_images_per_chunk(const ConvGeometry& g) { return std::max<int64_t
 bool onednn_conv_available() { return false; }
 void set_onednn_conv_enabled(bool) {}
 bool onednn_conv_enabled() { return false; }
-bool onednn_sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
-                  float*, int64_t) {
-  return false;
-}
-void set_onednn_gemm_enabled(bool) {}
-bool onednn_gemm_enabled() { return false; }
 bool onednn_conv2d_forward(const ConvGeometry&, const float*, const float*, const float*, float*) { return false; }
 bool onednn_conv2d_input_grad(const ConvGeometry&, const float*, const float*, float*) { return false; }
 bool onednn_conv2d_weight_grad(const ConvGeometry&, const float*, const float*, float*) { return false; }

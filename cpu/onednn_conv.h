@@ -41,19 +41,4 @@ bool onednn_conv_available();
 void set_onednn_conv_enabled(bool enabled);
 bool onednn_conv_enabled();
 
-/// C (M, N) = alpha · op(A) · op(B) + beta · C, row-major float32, as one
-/// oneDNN sgemm call on one OpenMP thread (dnnl_sgemm; BLAS semantics: C is
-/// not read when beta is 0). Returns false having written nothing when
-/// oneDNN is not built in, its threading cannot be pinned, the GEMM path is
-/// switched off, or the call fails; the caller then runs OpenBLAS. The
-/// arithmetic order is a function of the shapes alone (Note [determinism]
-/// for GEMM in cpu/linalg.h).
-bool onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
-/// Switches the oneDNN sgemm off (true: on, the default) for the whole
-/// process, so that tests and benchmarks can compare it with OpenBLAS. The
-/// same caveat as set_onednn_conv_enabled: results change with it.
-void set_onednn_gemm_enabled(bool enabled);
-bool onednn_gemm_enabled();
-
 }  // namespace dtr::cpu

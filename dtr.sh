@@ -19,11 +19,11 @@
 #                    full sweep (benchmarks/sweep.py --full: every heuristic
 #                    and budget and PyTorch's variants, one process per
 #                    point), the planner's smallest feasible budgets, and
-#                    the plot and tables in benchmarks/results/ (about an
-#                    hour on two cores);
+#                    the plot and tables in benchmarks/results/ (about 50
+#                    minutes on two cores);
 #                    --quick: the headline cells alone, one process per
 #                    point, dtr and PyTorch alternated, into
-#                    benchmarks/results/quick/ (about 15 minutes). Nothing
+#                    benchmarks/results/quick/ (7–9 minutes). Nothing
 #                    else may run on the machine meanwhile.
 #   ./dtr.sh gpu-bundle  build the CUDA programs in build-gpu/ and pack them
 #                    with what a bare GPU machine lacks into
@@ -174,7 +174,7 @@ bench() {
 # that need PyTorch 2.
 bench_env() {
   BENCH_PYTHON=$BENCH_VENV/bin/python
-  BENCH_MODES=plain,checkpoint,sac,compile_1,compile_0.5,compile_0.3
+  BENCH_MODES=plain,checkpoint,sac,compile_0.5,compile_0.3
   if [[ ! -x $BENCH_PYTHON ]]; then
     log "creating $BENCH_VENV (python3 -m venv)"
     /usr/bin/python3 -m venv "$BENCH_VENV"
@@ -192,6 +192,10 @@ bench_env() {
 }
 
 bench_sweep() {
+  if [[ $# -gt 1 || ( $# -eq 1 && $1 != --quick ) ]]; then
+    echo "dtr.sh bench-sweep: unexpected argument(s) $* (expected nothing or --quick)" >&2
+    exit 2
+  fi
   setup python3-matplotlib
   build
   bench_env
@@ -201,7 +205,6 @@ bench_sweep() {
     /usr/bin/python3 benchmarks/sweep.py --quick --torch-python "$BENCH_PYTHON" --out "$out/quick"
     return
   fi
-  [[ $# -eq 0 ]] || { echo "dtr.sh bench-sweep: unknown argument $1 (expected --quick)" >&2; exit 2; }
   mkdir -p "$out"
   log "smallest feasible ratios (budget planner, counts) -> $out/min_feasible.csv"
   build/benchmarks/budget_sweep --predict-only --models chain,gpt,resnet,unet,lstm,chain_b2048 --heuristics dtr_eq \

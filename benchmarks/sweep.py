@@ -29,13 +29,13 @@ the peak: no ratio below it is feasible.
 
 --full runs the whole sweep that benchmarks/plot_sweep.py draws: the chain
 and the headline models, dtr_eq at ratios 0.9 to 0.2 and every other
-heuristic at 0.5 and 0.3, against all of PyTorch's variants (about an hour
-on two cores). A point that did not complete in one round (oom, thrash,
-timeout) is not run again in later rounds.
+heuristic at 0.5 and 0.3, against all of PyTorch's variants (about 50
+minutes on two cores). In every mode a budget point that did not complete in
+one round (oom, thrash, timeout, error) is not run again in later rounds.
 
 --quick runs the headline cells: gpt, resnet, unet, lstm and chain_b2048,
 unbudgeted and at 0.5 and 0.3 (gpt also at 0.2), against PyTorch plain, two
-rounds of 5 steps after 1 warm-up (about 10 minutes on two cores).
+rounds of 5 steps after 1 warm-up (7–9 minutes on two cores).
 
 Writes OUT/points.csv (one row per process, with the commit, the CPU
 model and the flags), OUT/headline.csv (one row per cell) and
@@ -114,14 +114,37 @@ def run_point(cmd, env, timeout):
     seconds = time.monotonic() - start
     lines = [l for l in proc.stdout.strip().splitlines() if l.startswith("{")]
     result = json.loads(lines[-1]) if lines else {}
-    result.setdefault("outcome", "ok" if proc.returncode == 0 else "error")
+    result.setdefault("outcome", "ok" if proc.returncode == 0 and lines else "error")
     if proc.returncode != 0 and result["outcome"] == "ok":
         result["outcome"] = "error"
     if result["outcome"] != "ok" and "error" not in result:
-        tail = proc.stderr.strip().splitlines()
-        result["error"] = tail[-1] if tail else f"exit code {proc.returncode}"
+        result["error"] = stderr_message(proc.stderr) or (
+            f"exit code {proc.returncode}" if proc.returncode != 0 else "no JSON result on stdout")
     result["seconds"] = seconds
     return result
+
+
+def stderr_message(stderr):
+    """The error a failed child printed: from its last `zoo_step:` line to the
+    end (a malformed option's message spans lines), else its last line; usage
+    lines and the options' "thrown once" reminder left out."""
+    lines = [l.strip() for l in stderr.splitlines() if l.strip() and not l.startswith("usage:")
+             and not l.startswith("This error is thrown once")]
+    if not lines:
+        return ""
+    starts = [i for i, l in enumerate(lines) if l.startswith("zoo_step:")]
+    return " ".join(lines[starts[-1]:]) if starts else lines[-1]
+
+
+def ratio_list(parser, flag, text):
+    """Comma-separated budget ratios in (0, 1], or a parser error naming the flag."""
+    try:
+        ratios = [float(x) for x in text.split(",")]
+    except ValueError:
+        parser.error(f"{flag} {text!r}: expected comma-separated numbers in (0, 1], e.g. 0.5,0.3")
+    if not all(0 < x <= 1 for x in ratios):
+        parser.error(f"{flag} {text!r}: every ratio must lie in (0, 1]")
+    return ratios
 
 
 def summary(values):
@@ -175,7 +198,10 @@ def main():
     heuristics = args.heuristics.split(",")
     other_heuristics = [h for h in (args.other_heuristics.split(",") if args.other_heuristics else (
         FULL_OTHER_HEURISTICS if args.full else [])) if h not in heuristics]
-    other_ratios = [float(x) for x in args.other_ratios.split(",")] if args.other_ratios else FULL_OTHER_RATIOS
+    if args.other_ratios and not other_heuristics:
+        parser.error("--other-ratios needs --other-heuristics (or --full), naming heuristics not in --heuristics")
+    other_ratios = ratio_list(parser, "--other-ratios", args.other_ratios) if args.other_ratios else FULL_OTHER_RATIOS
+    ratio_override = ratio_list(parser, "--ratios", args.ratios) if args.ratios else None
     variants = args.variants.split(",") if args.variants else (
         ["plain"] if args.quick else ["plain", "checkpoint", "sac", "compile_0.5", "compile_0.3"])
     if "plain" not in variants:
@@ -222,8 +248,7 @@ def main():
                   + (f"  {r.get('error', '')[:120]}" if r["outcome"] != "ok" else ""), file=sys.stderr, flush=True)
 
         for model in models:
-            ratios = [float(x) for x in args.ratios.split(",")] if args.ratios else (
-                FULL_RATIOS if args.full else QUICK_RATIOS.get(model, DEFAULT_RATIOS))
+            ratios = ratio_override or (FULL_RATIOS if args.full else QUICK_RATIOS.get(model, DEFAULT_RATIOS))
             budget_points = [(h, x) for h in heuristics for x in ratios]
             budget_points += [(h, x) for h in other_heuristics for x in other_ratios]
             failed = set()  # budget points that did not complete: not run again
@@ -353,8 +378,9 @@ def write_headline(args, cells, machine, points):
         return None
 
     torch_version = next((c["version"] for c in cells if c["library"] == "pytorch" and c["version"]), "")
-    ratios = sorted({c["ratio"] for c in cells if c["library"] == "dtr" and c["variant"] == "budget"},
-                    key=float, reverse=True)
+    lead = args.heuristics.split(",")[0]  # the table's heuristic; the others are in headline.csv
+    ratios = sorted({c["ratio"] for c in cells if c["library"] == "dtr" and c["variant"] == "budget"
+                     and c["heuristic"] == lead}, key=float, reverse=True)
     lines = [
         "# Headline: dtr's slowdown under a budget, and dtr against PyTorch",
         "",
@@ -369,7 +395,7 @@ def write_headline(args, cells, machine, points):
         "between steps / that peak (parameters, gradients, optimizer state, inputs: never evictable).",
         "",
         "| model | dtr ms (min, median) | PyTorch ms (min, median) | dtr / PyTorch | floor | "
-        + " | ".join(f"dtr_eq at {r}" for r in ratios) + " |",
+        + " | ".join(f"{lead} at {r}" for r in ratios) + " |",
         "|---|---|---|---|---|" + "---|" * len(ratios),
     ]
     for model in dict.fromkeys(c["model"] for c in cells):
@@ -384,7 +410,7 @@ def write_headline(args, cells, machine, points):
         floor = f"{d['floor']:.2f}" if d and d["floor"] != "" else "–"
         row = [model, ms(d), ms(t), vs, floor]
         for r in ratios:
-            row.append(cell_text(find(model, library="dtr", variant="budget", heuristic="dtr_eq", ratio=r)))
+            row.append(cell_text(find(model, library="dtr", variant="budget", heuristic=lead, ratio=r)))
         lines.append("| " + " | ".join(row) + " |")
     others = [c for c in cells if c["library"] == "pytorch" and c["variant"] != "plain"]
     if others:

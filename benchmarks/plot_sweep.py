@@ -35,10 +35,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweep as sweep_py  # noqa: E402  (benchmarks/sweep.py: the pooling)
 
-MODELS = ["chain", "gpt", "resnet", "unet", "lstm", "chain_b2048"]
-HEURISTICS = ["dtr_eq", "dtr", "dtr_local", "lru", "size", "msps"]
-VARIANTS = ["plain", "checkpoint", "sac", "compile_0.5", "compile_0.3"]
-GOAL_MODELS = ["gpt", "resnet", "unet", "lstm", "chain_b2048"]
+MODELS = sweep_py.FULL_MODELS
+HEURISTICS = ["dtr_eq"] + sweep_py.FULL_OTHER_HEURISTICS
+VARIANTS = sweep_py.FULL_VARIANTS
+GOAL_MODELS = sweep_py.QUICK_MODELS
 GOALS_RATIO = {"0.5": 1.08, "0.3": 1.25}
 # benchmarks/models/zoo.h: chain_b2048 is 64 × (Linear 512→512, GELU) at batch 2048.
 CHAIN_B2048 = {"layers": 64, "batch": 2048, "width": 512}
@@ -249,6 +249,8 @@ def summary(cells, min_feasible, points):
     # ---- dtr_eq in detail
     rows = []
     for m in cells.models:
+        flops = next((float(p["step_flops"]) for p in cells.points if p["model"] == m and p["library"] == "dtr"
+                      and p["variant"] == "plain" and p["step_flops"]), None)
         for x in ratios:
             c = cells.get(m, "dtr", "budget", "dtr_eq", x)
             if c is None:
@@ -256,8 +258,6 @@ def summary(cells, min_feasible, points):
             if not ok(c):
                 rows.append([m, f"{x:g}", slowdown_text(c), "–", "–", "–", "–", "–", (c["error"] or "")[:90]])
                 continue
-            flops = next((float(p["step_flops"]) for p in cells.points if p["model"] == m and p["library"] == "dtr"
-                          and p["variant"] == "plain" and p["step_flops"]), None)
             share = float(c["recomputed_flops"]) / flops if flops and c["recomputed_flops"] != "" else None
             rows.append([m, f"{x:g}", f"{c['slowdown']:.2f}×", f"{c['slowdown_min']:.2f}×",
                          f"±{100 * c['spread']:.0f}%", fmt(float(c["recomputed_ops"]), 0), fmt(share, 2),
@@ -319,16 +319,14 @@ def summary(cells, min_feasible, points):
     shape = CHAIN_B2048
     layer_flops = 2.0 * shape["batch"] * shape["width"] ** 2
     slot = shape["batch"] * shape["width"] * 4
+    d = cells.get("chain_b2048", "dtr", "plain")
+    params = next((int(p["parameter_bytes"]) for p in cells.points if p["model"] == "chain_b2048"
+                   and p.get("parameter_bytes")), None)
+    between = next((int(p["resident_between_steps"]) for p in cells.points if p["model"] == "chain_b2048"
+                    and p["variant"] == "plain" and p["library"] == "dtr" and p["outcome"] == "ok"), None)
     for x in ratios:
         c = cells.get("chain_b2048", "dtr", "budget", "dtr_eq", x)
-        d = cells.get("chain_b2048", "dtr", "plain")
-        if c is None or not ok(d):
-            continue
-        params = next((int(p["parameter_bytes"]) for p in cells.points if p["model"] == "chain_b2048"
-                       and p.get("parameter_bytes")), None)
-        between = next((int(p["resident_between_steps"]) for p in cells.points if p["model"] == "chain_b2048"
-                        and p["variant"] == "plain" and p["library"] == "dtr" and p["outcome"] == "ok"), None)
-        if params is None or between is None:
+        if c is None or not ok(d) or params is None or between is None:
             continue
         budget = int(int(d["peak_bytes"]) * x)
         never = between - params  # parameters, optimizer state, inputs: all but the gradients

@@ -69,6 +69,7 @@ FULL_MODELS = ["chain"] + QUICK_MODELS
 FULL_RATIOS = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
 FULL_OTHER_HEURISTICS = ["dtr", "dtr_local", "lru", "size", "msps"]
 FULL_OTHER_RATIOS = [0.5, 0.3]
+FULL_VARIANTS = ["plain", "checkpoint", "sac", "compile_0.5", "compile_0.3"]
 
 
 def cpu_model():
@@ -202,8 +203,7 @@ def main():
         parser.error("--other-ratios needs --other-heuristics (or --full), naming heuristics not in --heuristics")
     other_ratios = ratio_list(parser, "--other-ratios", args.other_ratios) if args.other_ratios else FULL_OTHER_RATIOS
     ratio_override = ratio_list(parser, "--ratios", args.ratios) if args.ratios else None
-    variants = args.variants.split(",") if args.variants else (
-        ["plain"] if args.quick else ["plain", "checkpoint", "sac", "compile_0.5", "compile_0.3"])
+    variants = args.variants.split(",") if args.variants else (["plain"] if args.quick else list(FULL_VARIANTS))
     if "plain" not in variants:
         variants.insert(0, "plain")
     os.makedirs(args.out, exist_ok=True)

@@ -112,9 +112,14 @@ def run_point(cmd, env, timeout):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"outcome": "timeout", "error": f"killed after {timeout:.0f} s", "seconds": timeout}
+    except OSError as e:
+        return {"outcome": "error", "error": f"cannot run {cmd[0]}: {e}", "seconds": time.monotonic() - start}
     seconds = time.monotonic() - start
     lines = [l for l in proc.stdout.strip().splitlines() if l.startswith("{")]
-    result = json.loads(lines[-1]) if lines else {}
+    try:
+        result = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        result = {"outcome": "error", "error": f"unreadable JSON result: {lines[-1][:200]}"}
     result.setdefault("outcome", "ok" if proc.returncode == 0 and lines else "error")
     if proc.returncode != 0 and result["outcome"] == "ok":
         result["outcome"] = "error"
@@ -170,12 +175,13 @@ def main():
     parser.add_argument("--torch-python", default=venv_python if os.access(venv_python, os.X_OK) else "/usr/bin/python3",
                         help="the Python whose torch is the peer (default: build/venv-bench's, else python3)")
     parser.add_argument("--models")
-    parser.add_argument("--ratios", help="budget ratios (default 0.5,0.3; --quick adds 0.2 for gpt)")
+    parser.add_argument("--ratios", help="budget ratios of --heuristics (default 0.5,0.3, and 0.2 for gpt; "
+                        "--full: 0.9,...,0.2)")
     parser.add_argument("--heuristics", default="dtr_eq", help="heuristics run at --ratios (default dtr_eq)")
     parser.add_argument("--other-heuristics", help="heuristics run at --other-ratios only (--full: dtr,dtr_local,"
                         "lru,size,msps)")
-    parser.add_argument("--other-ratios", help="budget ratios of --other-heuristics (--full: 0.5,0.3)")
-    parser.add_argument("--variants", help="PyTorch variants (default plain; the full sweep: "
+    parser.add_argument("--other-ratios", help="budget ratios of --other-heuristics (default 0.5,0.3)")
+    parser.add_argument("--variants", help="PyTorch variants (default: plain with --quick, otherwise "
                         "plain,checkpoint,sac,compile_0.5,compile_0.3)")
     parser.add_argument("--dtr-checkpoint", action="store_true", help="also dtr's static checkpointing")
     parser.add_argument("--steps", type=int, default=5)
@@ -193,8 +199,10 @@ def main():
         parser.error("--steps >= 1, --warmup >= 0 and --rounds >= 1 are required")
     if args.quick and args.full:
         parser.error("--quick and --full exclude each other")
-    if not os.access(args.dtr, os.X_OK):
+    if not (os.path.isfile(args.dtr) and os.access(args.dtr, os.X_OK)):
         parser.error(f"--dtr {args.dtr}: not an executable (build first: ./dtr.sh build)")
+    if not (os.path.isfile(args.torch_python) and os.access(args.torch_python, os.X_OK)):
+        parser.error(f"--torch-python {args.torch_python}: not an executable")
     models = args.models.split(",") if args.models else (FULL_MODELS if args.full else QUICK_MODELS)
     heuristics = args.heuristics.split(",")
     other_heuristics = [h for h in (args.other_heuristics.split(",") if args.other_heuristics else (
@@ -206,7 +214,10 @@ def main():
     variants = args.variants.split(",") if args.variants else (["plain"] if args.quick else list(FULL_VARIANTS))
     if "plain" not in variants:
         variants.insert(0, "plain")
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        parser.error(f"--out {args.out!r}: cannot make the directory: {e.strerror}")
 
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("DTR_MEMORY_BUDGET", None)

@@ -72,3 +72,24 @@ def test_revolve_forward_steps():
     # The committed chain_b2048 rows (benchmarks/results/summary.md).
     assert [plot_sweep.revolve_forward_steps(64, s) for s in (55, 37, 19)] == [71, 89, 107]
     assert plot_sweep.revolve_forward_steps(64, -1) is None
+
+
+def test_unusable_paths_are_argument_errors(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for args, message in [(["--torch-python", str(tmp_path / "no_python")], "--torch-python"),
+                          (["--out", str(a_file)], "cannot make the directory")]:
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sweep.py"), "--dtr", "/bin/true",
+                               "--out", str(tmp_path / "out"), *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, args
+        assert message in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sweep.py"), "--dtr", str(tmp_path),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not an executable" in proc.stderr
+
+
+def test_a_child_that_cannot_run_or_prints_bad_json_is_a_failed_point(tmp_path):
+    r = sweep.run_point([str(tmp_path / "missing")], dict(os.environ), 60)
+    assert r["outcome"] == "error" and "cannot run" in r["error"]
+    r = sweep.run_point(["/bin/echo", "{not json"], dict(os.environ), 60)
+    assert r["outcome"] == "error" and r["error"].startswith("unreadable JSON result")

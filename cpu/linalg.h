@@ -1,5 +1,5 @@
-// GEMM through OpenBLAS and the float32 staging used by the kernels of the
-// linalg and conv families (cpu/linalg.cpp, cpu/conv.cpp).
+// GEMM through oneDNN and OpenBLAS, and the float32 staging used by the
+// kernels of the linalg and conv families (cpu/linalg.cpp, cpu/conv.cpp).
 //
 // Note [determinism] for GEMM: OpenBLAS's results depend on its own thread
 // count (measured on 0.3.21: the threaded and single-threaded paths, and
@@ -11,6 +11,13 @@
 // same; one pool serves both GEMM and the other kernels, so nothing
 // oversubscribes the cores. gemm may be called inside a parallel_for (the
 // inner loop then runs its blocks on the calling thread).
+//
+// A float32 block whose shape onednn_gemm_shape admits goes to oneDNN's
+// matmul primitive (cpu/onednn_gemm.h: made for and run on one OpenMP
+// thread, like the convolutions) where oneDNN is built in; other blocks,
+// float64, and builds without oneDNN go to OpenBLAS. The choice is a
+// function of the block's shape, so it keeps the property above, and a
+// replay makes the same call as the first run.
 #pragma once
 
 #include <cstdint>

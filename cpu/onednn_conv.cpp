@@ -16,132 +16,30 @@
 
 #if DTR_HAVE_ONEDNN
 
-#include <dlfcn.h>
-
 #include <array>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.hpp>
+#include "cpu/onednn_support.h"
 
 namespace dtr::cpu {
 namespace {
 
 using dnnl::memory;
+using onednn::Buffer;
+using onednn::cpu_engine;
+using onednn::omp_control;
+using onednn::OneOmpThread;
+using onednn::thread_scratch;
+using onednn::ThreadScratch;
 using Tag = memory::format_tag;
 using Dims = memory::dims;
 
 std::atomic<bool> g_enabled{true};
-
-// ---- threads ------------------------------------------------------------------
-// oneDNN built with the OpenMP runtime (Debian's) runs a primitive on
-// omp_get_max_threads() threads, a per-thread setting read both when the
-// primitive is made and when it runs. Every oneDNN call here is made under
-// OneOmpThread, so every primitive is made for and run on one thread: the
-// weight gradient never splits its reduction across threads, and no OpenMP
-// team ever competes with dtr's pool. The OpenMP entry points are those of
-// the runtime libdnnl itself loads (looked up through its handle), so a
-// program linking another OpenMP runtime does not confuse them.
-struct OmpControl {
-  void (*set)(int) = nullptr;
-  int (*get)() = nullptr;
-  bool usable = false;  // the runtime is sequential, or OpenMP with both entry points
-};
-
-const OmpControl& omp_control() {
-  static const OmpControl control = [] {
-    OmpControl c;
-    const dnnl_version_t* v = dnnl_version();
-    if (v->cpu_runtime == DNNL_RUNTIME_SEQ) {
-      c.usable = true;
-      return c;
-    }
-    if (v->cpu_runtime != DNNL_RUNTIME_OMP) return c;  // TBB, threadpool: not pinned here
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(&dnnl_version), &info) == 0 || info.dli_fname == nullptr)
-      return c;
-    void* lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (lib == nullptr) return c;
-    // The handle's scope is libdnnl and its dependencies, its OpenMP runtime among them.
-    c.set = reinterpret_cast<void (*)(int)>(dlsym(lib, "omp_set_num_threads"));
-    c.get = reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_max_threads"));
-    dlclose(lib);  // libdtr links libdnnl: it stays loaded
-    c.usable = c.set != nullptr && c.get != nullptr;
-    return c;
-  }();
-  return control;
-}
-
-// One OpenMP thread on this thread for the guard's lifetime; the caller's
-// setting comes back after (it may be a program's own OpenMP thread).
-class OneOmpThread {
- public:
-  OneOmpThread() {
-    const OmpControl& c = omp_control();
-    if (c.set != nullptr) {
-      saved_ = c.get();
-      if (saved_ != 1) c.set(1);
-    }
-  }
-  ~OneOmpThread() {
-    if (saved_ > 1) omp_control().set(saved_);
-  }
-  OneOmpThread(const OneOmpThread&) = delete;
-  OneOmpThread& operator=(const OneOmpThread&) = delete;
-
- private:
-  int saved_ = 0;
-};
-
-// Process-wide and never destroyed: pool threads may still hold streams
-// when static destructors run.
-dnnl::engine& cpu_engine() {
-  static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return *engine;
-}
-
-// ---- scratch --------------------------------------------------------------------
-// Per-thread buffers for reordered chunks and oneDNN's scratchpad, grown on
-// demand and kept, like the im2col path's (outside the tensor budget, Note
-// [hard budget]); onednn_images_per_chunk bounds a chunk.
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { std::free(p_); }
-  void* get(size_t bytes) {
-    if (bytes > n_) {
-      std::free(p_);
-      n_ = (bytes + 4095) / 4096 * 4096;
-      p_ = std::aligned_alloc(64, n_);
-      if (p_ == nullptr) {
-        n_ = 0;
-        throw std::bad_alloc();
-      }
-    }
-    return p_;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t n_ = 0;
-};
-
-struct ThreadScratch {
-  Buffer in, in2, out, pad;
-  dnnl::stream stream{cpu_engine()};
-};
-ThreadScratch& thread_scratch() {
-  thread_local ThreadScratch s;
-  return s;
-}
 
 // ---- primitives -------------------------------------------------------------------
 enum class Dir : int64_t { kForward, kInputGrad, kWeightGrad };

@@ -77,8 +77,10 @@ std::vector<Tensor> cat_backward(const BackwardContext& ctx, std::span<const Ten
     }
     const int64_t size = m.shape[size_t(dim)];
     if (ctx.needs_grad(k)) {
+      // Note [cat gradients are copies].
       grads[k] = narrow(g[0], dim, offset, size);
       if (grads[k].dtype() != m.dtype) grads[k] = grads[k].to(m.dtype);
+      else if (size != g[0].size(dim)) grads[k] = grads[k].clone();
     }
     offset += size;
   }

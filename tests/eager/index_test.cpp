@@ -248,6 +248,37 @@ TEST(IndexGrad, CatStack) {
                                  {testing::leaf({2, 3}, 3), testing::leaf({2, 3}, 4)}));
 }
 
+// Note [cat gradients are copies]: each input's gradient is its own storage,
+// so holding one input's gradient does not keep the whole output gradient.
+TEST(IndexGrad, CatGradientsAreCopiesNotViewsOfTheOutputGradient) {
+  const Tensor up = randn({4, 1024}).requires_grad_(true), skip = randn({4, 1024}).requires_grad_(true);
+  const Tensor y = cat({up, skip}, 1);
+  const Tensor g = randn({4, 2048});
+  const int64_t part = 4 * 1024 * int64_t(sizeof(float));
+  {
+    const std::vector<Tensor> gs = autograd::grad({y}, {up, skip}, {g}, /*retain_graph=*/true);
+    EXPECT_TRUE(testing::bitwise_equal(gs[0], g.narrow(1, 0, 1024).contiguous()));
+    EXPECT_TRUE(testing::bitwise_equal(gs[1], g.narrow(1, 1024, 1024).contiguous()));
+    const auto* lo = static_cast<const char*>(g.raw_data_ptr());
+    for (const Tensor& t : gs) {
+      const auto* p = static_cast<const char*>(t.raw_data_ptr());
+      EXPECT_TRUE(p + part <= lo || p >= lo + 2 * part) << "a gradient of cat aliases its output gradient";
+    }
+  }
+  // Only the skip gradient held: resident bytes grow by its own size, not
+  // by the whole (4, 2048) output gradient a view would keep.
+  const int64_t before = remat::stats().resident_bytes;
+  Tensor held;
+  {
+    std::vector<Tensor> gs = autograd::grad({y}, {up, skip}, {randn({4, 2048})});
+    held = gs[1];
+  }
+  EXPECT_EQ(remat::stats().resident_bytes - before, part);
+  // A cat of one tensor passes its gradient through.
+  const Tensor one = cat({up}, 0);
+  EXPECT_TRUE(testing::bitwise_equal(autograd::grad({one}, {up}, {g.narrow(1, 0, 1024)})[0], g.narrow(1, 0, 1024)));
+}
+
 TEST(IndexGrad, SplitChunk) {
   EXPECT_TRUE(testing::gradcheck([](const auto& in) { return split(in[0], 2, 1)[1] * 3.0; },
                                  {testing::leaf({2, 5})}));

@@ -11,7 +11,7 @@
 // on every call and glibc keeps it (peak RSS of the zoo's lstm 46 -> 92 MB).
 #include "cpu/onednn_gemm.h"
 
-#include <atomic>
+#include "core/options.h"
 
 #if DTR_HAVE_ONEDNN
 
@@ -29,8 +29,6 @@ namespace {
 
 using dnnl::memory;
 using Dims = memory::dims;
-
-std::atomic<bool> g_enabled{true};
 
 struct Primitive {
   bool ok = false;  // oneDNN made it; else the block runs on OpenBLAS
@@ -131,8 +129,8 @@ bool onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
   return true;
 }
 
-void set_onednn_gemm_enabled(bool enabled) { g_enabled.store(enabled); }
-bool onednn_gemm_enabled() { return g_enabled.load(std::memory_order_relaxed) && onednn::omp_control().usable; }
+void set_onednn_gemm_enabled(bool enabled) { global_options().onednn_gemm = enabled; }
+bool onednn_gemm_enabled() { return global_options().onednn_gemm && onednn::omp_control().usable; }
 
 }  // namespace dtr::cpu
 
@@ -145,7 +143,7 @@ bool onednn_gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int
   return false;
 }
 bool onednn_gemm_runs(bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) { return false; }
-void set_onednn_gemm_enabled(bool) {}
+void set_onednn_gemm_enabled(bool enabled) { global_options().onednn_gemm = enabled; }
 bool onednn_gemm_enabled() { return false; }
 
 }  // namespace dtr::cpu

@@ -1,6 +1,8 @@
-// float32 GEMM through oneDNN's matmul primitive (cpu/onednn_gemm.cpp), the
-// fast path of cpu::gemm for blocks of at least kOnednnGemmMacs
-// multiply-adds (Note [determinism] for GEMM in cpu/linalg.h). Built when
+// float32 GEMM through oneDNN's matmul primitive (cpu/onednn_gemm.cpp), an
+// opt-in fast path of cpu::gemm for blocks of at least kOnednnGemmMacs
+// multiply-adds (Note [determinism] for GEMM in cpu/linalg.h), switched on
+// by DTR_ONEDNN_GEMM (off by default: every distinct shape keeps JIT code
+// and primitive state outside the budget, about 60 KB each). Built when
 // CMake finds oneDNN (Debian: libdnnl-dev); without it onednn_gemm returns
 // false and OpenBLAS runs every block.
 #pragma once
@@ -49,13 +51,13 @@ bool onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 bool onednn_gemm_runs(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
                       int64_t ldc);
 
-/// Switches the oneDNN GEMM off (true: on, the default) for the whole
-/// process, so that tests and benchmarks can compare it with OpenBLAS.
-/// Results change with it: not for use while lineage recorded under the
-/// other setting may replay.
+/// Switches the oneDNN GEMM on or off for the whole process: sets
+/// global_options().onednn_gemm (DTR_ONEDNN_GEMM, off by default). Results
+/// change with it: not for use while lineage recorded under the other
+/// setting may replay.
 void set_onednn_gemm_enabled(bool enabled);
 /// Whether the oneDNN GEMM is built in, its threading can be pinned, and it
-/// is switched on.
+/// is switched on (DTR_ONEDNN_GEMM).
 bool onednn_gemm_enabled();
 
 }  // namespace dtr::cpu

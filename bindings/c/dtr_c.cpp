@@ -226,6 +226,10 @@ void apply_option(std::string_view name, const Options& o) {
   else if (name == "DTR_VERIFY") rt.set_verify(o.verify);
   else if (name == "DTR_LOG") set_log_level(o.log_level);
   else if (name == "DTR_TRACE") rt.set_trace_path(o.trace_path);
+  else if (name == "DTR_THRASH_LIMIT") rt.set_thrash_limit(o.thrash_limit);
+  else if (name == "DTR_ONEDNN_GEMM") {
+    // Read from global_options() at every GEMM; the caller stores `o` there.
+  }
   else if (name == "DTR_PLAN") {
     throw ValueError(
         "dtr_set_option: DTR_PLAN records the whole run from its start, so it is read from the "

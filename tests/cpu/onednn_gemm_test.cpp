@@ -1,6 +1,6 @@
 // The oneDNN matmul path of cpu::gemm (cpu/onednn_gemm.h, Note [determinism]
-// for GEMM in cpu/linalg.h): float32 blocks that onednn_gemm_shape admits go
-// to oneDNN. It must agree with OpenBLAS and a float64 reference for every
+// for GEMM in cpu/linalg.h): with DTR_ONEDNN_GEMM on, float32 blocks that
+// onednn_gemm_shape admits go to oneDNN. It must agree with OpenBLAS and a float64 reference for every
 // transpose case and for strided operands, keep BLAS's alpha and beta
 // semantics (C not read when beta is 0), give bitwise the same C at every
 // thread count and on every repeat, leave the shapes it does not admit to
@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <vector>
 
+#include "core/options.h"
 #include "core/parallel.h"
 #include "cpu/linalg.h"
 #include "cpu/onednn_gemm.h"
@@ -20,10 +22,14 @@
 namespace dtr {
 namespace {
 
+// Switches the oneDNN GEMM on (DTR_ONEDNN_GEMM, off by default) for one test;
+// the setting and the thread count come back after.
 struct GemmGuard {
   int threads = num_threads();
+  bool was = global_options().onednn_gemm;
+  GemmGuard() { cpu::set_onednn_gemm_enabled(true); }
   ~GemmGuard() {
-    cpu::set_onednn_gemm_enabled(true);
+    cpu::set_onednn_gemm_enabled(was);
     set_num_threads(threads);
   }
 };
@@ -89,6 +95,11 @@ const std::vector<Product> kProducts = {
     {true, true, 90, 110, 70, 5},    {false, false, 40, 30, 20},     {false, true, 1, 256, 1024},
     {true, false, 2048, 600, 8, 1},
 };
+
+TEST(OnednnGemm, IsOffByDefault) {
+  EXPECT_FALSE(Options{}.onednn_gemm);
+  EXPECT_FALSE(options_from_env().onednn_gemm && std::getenv("DTR_ONEDNN_GEMM") == nullptr);
+}
 
 TEST(OnednnGemm, AgreesWithOpenBlasAndAFloat64Reference) {
   GemmGuard guard;
@@ -194,6 +205,7 @@ TEST(OnednnGemm, AnMlpStepIsBitwiseTheSameUnderABudget) {
   // unbudgeted and once more under a budget that forces replays: the
   // replayed products are the same oneDNN calls, so the loss and the
   // gradients match bitwise.
+  GemmGuard guard;
   if (!have_onednn()) GTEST_SKIP() << "built without oneDNN";
   struct Run {
     std::vector<std::vector<float>> values;

@@ -19,6 +19,7 @@
 #include "c_api_helpers.h"
 #include "child_process.h"
 #include "handles.h"  // bindings/c: to hold an object's use flag as another call would
+#include "core/options.h"
 #include "remat/runtime.h"
 
 namespace dtr::capi::testing {
@@ -520,6 +521,14 @@ TEST_F(CApiTest, OptionsAreParsedAsTheEnvironmentIs) {
   EXPECT_EQ(dtr_set_option("DTR_HEURISTIC", "bogus"), DTR_ERR_VALUE);
   EXPECT_THAT(last_error(), HasSubstr("DTR_HEURISTIC"));
   EXPECT_EQ(dtr_set_option("DTR_NO_SUCH_OPTION", "1"), DTR_ERR_VALUE);
+  // Every variable of the table that is not start-up-only has a setter.
+  DTR_C_OK(dtr_set_option("DTR_THRASH_LIMIT", "64"));
+  EXPECT_EQ(remat::Runtime::global().thrash_limit(), 64);
+  DTR_C_OK(dtr_set_option("DTR_THRASH_LIMIT", ""));
+  DTR_C_OK(dtr_set_option("DTR_ONEDNN_GEMM", "on"));
+  EXPECT_TRUE(global_options().onednn_gemm);
+  DTR_C_OK(dtr_set_option("DTR_ONEDNN_GEMM", ""));
+  EXPECT_FALSE(global_options().onednn_gemm);
   EXPECT_THAT(last_error(), HasSubstr("unknown option"));
   int64_t before = 0;
   DTR_C_OK(dtr_memory_budget(DTR_DEVICE_CPU, 0, &before));

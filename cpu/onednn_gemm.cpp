@@ -20,8 +20,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string_view>
 
+#include "core/error.h"
 #include "cpu/onednn_support.h"
 
 namespace dtr::cpu {
@@ -70,7 +72,15 @@ Primitive make_primitive(const Key& k, float alpha, float beta) {
     p.matmul = dnnl::matmul(pd);
     p.scratchpad_bytes = pd.scratchpad_desc().get_size();
     p.ok = true;
-  } catch (const dnnl::error&) {
+  } catch (const dnnl::error& e) {
+    // Only "no implementation" and "cannot describe these strides" are
+    // properties of the shape, safe to cache: anything else (memory) must
+    // not send this shape to OpenBLAS for the cache's life, or a replay
+    // after the next clear could take the other library and give other bits
+    // (Note [replay equals original]).
+    if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
+    if (e.status != dnnl_unimplemented && e.status != dnnl_invalid_arguments)
+      throw InternalError(fmt::format("oneDNN could not make a {}x{}x{} matmul primitive: {}", M, N, K, e.what()));
     p.ok = false;
   }
   return p;

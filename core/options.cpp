@@ -300,10 +300,10 @@ const std::array<OptionRow, 13>& option_rows() {
        "0 (off) or a number >= 1, e.g. \"32\", \"100\"",
        [](Options& o, std::string_view v) { return assign(parse_thrash_limit(v), o.thrash_limit); }},
       {{"DTR_ONEDNN_GEMM", "off",
-        "float32 GEMM blocks of >= 2^18 multiply-adds on oneDNN's matmul primitive instead of "
+        "float32 GEMM blocks of >= 2^18 multiply-adds (M, N >= 8) on oneDNN's matmul primitive instead of "
         "OpenBLAS where oneDNN has a brgemm kernel for them (AVX-512 CPUs): 3-12% faster steps on "
         "the zoo's GEMM-bound models, but each distinct GEMM shape keeps about 60 KB of JIT code "
-        "and primitive state outside the budget (up to ~100 MB with thousands of shapes); results "
+        "and primitive state outside the budget (about 90 MB with thousands of shapes); results "
         "differ from OpenBLAS's in the last bits, so set it before any lineage is recorded",
         "dtr::set_option(dtr::global_options(), \"DTR_ONEDNN_GEMM\", \"on\")"},
        "0/1, true/false, on/off",
@@ -689,9 +689,11 @@ Options& global_options() {
       try {
         set_option(o, row.info.env_var, value);
       } catch (const ValueError& e) {
-        errors.push_back(fmt::format("{} (until {}() is called, {} is \"{}\", its default)",
-                                     e.what(), row.info.setter, row.info.env_var,
-                                     row.info.default_value));
+        // A setter written as a whole call (ending in ')') takes no "()".
+        const std::string_view setter = row.info.setter;
+        const bool call = !setter.empty() && setter.back() == ')';
+        errors.push_back(fmt::format("{} (until {}{} is called, {} is \"{}\", its default)", e.what(),
+                                     setter, call ? "" : "()", row.info.env_var, row.info.default_value));
       }
     }
     EnvironmentReport& report = environment_report();

@@ -12,12 +12,14 @@
 // oversubscribes the cores. gemm may be called inside a parallel_for (the
 // inner loop then runs its blocks on the calling thread).
 //
-// A float32 block whose shape onednn_gemm_shape admits goes to oneDNN's
-// matmul primitive (cpu/onednn_gemm.h: made for and run on one OpenMP
-// thread, like the convolutions) where oneDNN is built in; other blocks,
-// float64, and builds without oneDNN go to OpenBLAS. The choice is a
-// function of the block's shape, so it keeps the property above, and a
-// replay makes the same call as the first run.
+// With DTR_ONEDNN_GEMM on (off by default), a float32 block whose shape
+// onednn_gemm_shape admits goes to oneDNN's matmul primitive
+// (cpu/onednn_gemm.h: made for and run on one OpenMP thread, like the
+// convolutions) where oneDNN is built in and has a brgemm kernel for it;
+// other blocks, float64, and builds without oneDNN go to OpenBLAS. For a
+// given setting the choice is a function of the block's shape, so it keeps
+// the property above, and a replay makes the same call as the first run
+// (the setting must not change while recorded lineage may replay).
 #pragma once
 
 #include <cstdint>

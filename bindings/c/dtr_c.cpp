@@ -227,8 +227,9 @@ void apply_option(std::string_view name, const Options& o) {
   else if (name == "DTR_LOG") set_log_level(o.log_level);
   else if (name == "DTR_TRACE") rt.set_trace_path(o.trace_path);
   else if (name == "DTR_THRASH_LIMIT") rt.set_thrash_limit(o.thrash_limit);
-  else if (name == "DTR_ONEDNN_GEMM") {
-    // Read from global_options() at every GEMM; the caller stores `o` there.
+  else if (name == "DTR_ONEDNN_GEMM" || name == "DTR_COLLECTIVE_TIMEOUT") {
+    // Read from global_options() (at every GEMM; by init_process_group and
+    // new_group when no timeout is given); the caller stores `o` there.
   }
   else if (name == "DTR_PLAN") {
     throw ValueError(

@@ -521,7 +521,6 @@ TEST_F(CApiTest, OptionsAreParsedAsTheEnvironmentIs) {
   EXPECT_EQ(dtr_set_option("DTR_HEURISTIC", "bogus"), DTR_ERR_VALUE);
   EXPECT_THAT(last_error(), HasSubstr("DTR_HEURISTIC"));
   EXPECT_EQ(dtr_set_option("DTR_NO_SUCH_OPTION", "1"), DTR_ERR_VALUE);
-  // Every variable of the table that is not start-up-only has a setter.
   DTR_C_OK(dtr_set_option("DTR_THRASH_LIMIT", "64"));
   EXPECT_EQ(remat::Runtime::global().thrash_limit(), 64);
   DTR_C_OK(dtr_set_option("DTR_THRASH_LIMIT", ""));
@@ -529,6 +528,14 @@ TEST_F(CApiTest, OptionsAreParsedAsTheEnvironmentIs) {
   EXPECT_TRUE(global_options().onednn_gemm);
   DTR_C_OK(dtr_set_option("DTR_ONEDNN_GEMM", ""));
   EXPECT_FALSE(global_options().onednn_gemm);
+  DTR_C_OK(dtr_set_option("DTR_COLLECTIVE_TIMEOUT", "30"));
+  EXPECT_EQ(global_options().collective_timeout_seconds, 30);
+  DTR_C_OK(dtr_set_option("DTR_COLLECTIVE_TIMEOUT", ""));
+  // Only DTR_PLAN is start-up-only: every other variable of the table sets.
+  for (const OptionInfo& row : option_table()) {
+    if (row.env_var == "DTR_PLAN") continue;
+    EXPECT_EQ(dtr_set_option(std::string(row.env_var).c_str(), ""), DTR_OK) << row.env_var;
+  }
   EXPECT_THAT(last_error(), HasSubstr("unknown option"));
   int64_t before = 0;
   DTR_C_OK(dtr_memory_budget(DTR_DEVICE_CPU, 0, &before));

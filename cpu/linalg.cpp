@@ -1,7 +1,7 @@
 // Linear algebra kernels: matmul (torch.matmul semantics, strided operands,
-// batch broadcasting) and linear (x @ W^T + b), both on GEMM: oneDNN's
-// matmul for float32 blocks that onednn_gemm_shape admits where oneDNN is
-// built in, OpenBLAS otherwise (Note [determinism] for GEMM in cpu/linalg.h).
+// batch broadcasting) and linear (x @ W^T + b), both on GEMM: OpenBLAS, or
+// with DTR_ONEDNN_GEMM on oneDNN's matmul for the float32 blocks that
+// onednn_gemm_shape admits (Note [determinism] for GEMM in cpu/linalg.h).
 #include "cpu/linalg.h"
 
 #include <cblas.h>
@@ -36,7 +36,8 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 
 void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  // Note [determinism] for GEMM: the library is chosen by the block's shape.
+  // Note [determinism] for GEMM: the library is chosen by the block's shape
+  // (and DTR_ONEDNN_GEMM).
   if (onednn_gemm_shape(M, N, K) && onednn_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               to_blas(M), to_blas(N), to_blas(K), alpha, A, to_blas(lda), B, to_blas(ldb), beta, C,

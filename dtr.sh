@@ -33,8 +33,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 JOBS=$(nproc 2>/dev/null || echo 2)
+# Everything the README's commands need on a minimal Debian 12 root
+# (`./dtr.sh fresh-check` proves it): make is only recommended by cmake, and
+# setup installs without recommends; ccache makes rebuilds cost what changed.
 PACKAGES=(
-  cmake g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
+  cmake make ccache g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   libopenblas-dev libdnnl-dev zlib1g-dev libdlpack-dev libexpat1-dev python3 fortunes dataset-fashion-mnist
   python3-dev python3-venv python3-numpy python3-pytest
   openmpi-bin libopenmpi-dev

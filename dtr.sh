@@ -25,6 +25,18 @@
 #                    point, dtr and PyTorch alternated, into
 #                    benchmarks/results/quick/ (7–9 minutes). Nothing
 #                    else may run on the machine meanwhile.
+#   ./dtr.sh smoke   setup, configure as build does, build examples/train_mlp
+#                    alone and train it 20 steps under 0.8 of its peak: a
+#                    quick proof that an install works
+#   ./dtr.sh fresh-check [--mirror URL]...  run `./dtr.sh smoke` in a clean
+#                    clone of HEAD inside a brand-new minimal Debian 12 root
+#                    (mmdebstrap; chroot, so as root): a package the build
+#                    needs that setup does not install fails it. The base
+#                    root, apt's downloads and a ccache are kept in
+#                    $DTR_FRESH_CACHE (default /var/tmp/dtr-fresh-check);
+#                    with no --mirror the root gets this machine's apt
+#                    sources and Acquire options, and its CA bundle and pip
+#                    configuration
 #   ./dtr.sh gpu-bundle  build the CUDA programs in build-gpu/ and pack them
 #                    with what a bare GPU machine lacks into
 #                    build-gpu/bundle.tar.xz for scripts/gpu-check.sh
@@ -268,6 +280,100 @@ fuzz() {
   tests/fuzz/run.sh build-fuzz "${1:-60}" "${@:2}"
 }
 
+# smoke: the shortest proof that set-up, configure, compile, link and run
+# work: the configure of `build` (the Python package required, so a missing
+# header or nanobind fails here too), one example built, trained on
+# Fashion-MNIST for 20 steps under 0.8 of its peak (evictions happen).
+smoke() {
+  setup
+  python_env
+  local launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DPython_EXECUTABLE="$PWD/$VENV/bin/python" \
+    -DDTR_BUILD_PYTHON=ON
+  cmake --build build -j"$JOBS" --target train_mlp
+  log "smoke test: build/examples/train_mlp --steps 20 --batch 1024 --budget-fraction 0.8"
+  build/examples/train_mlp --steps 20 --batch 1024 --budget-fraction 0.8
+}
+
+# fresh-check [--mirror URL]...: `./dtr.sh smoke` as a new user on a new
+# machine would run it. The base root (mmdebstrap --variant=apt: apt and the
+# Essential packages, nothing else) is made once and copied for each run;
+# apt's downloaded .debs and a ccache live beside it and are bind-mounted in,
+# which saves the downloads and compiles but never an install: a package
+# only this machine has is still missing in the root.
+FRESH_CACHE=${DTR_FRESH_CACHE:-/var/tmp/dtr-fresh-check}
+fresh_check() {
+  local mirrors=()
+  while (($#)); do
+    case $1 in
+      --mirror)
+        [[ $# -ge 2 ]] || { echo "dtr.sh fresh-check: --mirror needs a URL" >&2; exit 2; }
+        mirrors+=("$2")
+        shift 2
+        ;;
+      *) echo "dtr.sh fresh-check: unexpected argument '$1' (expected --mirror URL)" >&2; exit 2 ;;
+    esac
+  done
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "dtr.sh fresh-check: needs root (mmdebstrap, chroot and bind mounts); run it with sudo" >&2
+    exit 2
+  fi
+  if ! command -v mmdebstrap >/dev/null; then
+    log "installing mmdebstrap"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap >/dev/null
+  fi
+  local start=$SECONDS
+  local base=$FRESH_CACHE/base-bookworm
+  mkdir -p "$FRESH_CACHE/apt-archives/partial" "$FRESH_CACHE/ccache" "$FRESH_CACHE/pip"
+  if [[ ! -f $base/.dtr-complete ]]; then
+    local sources=() aptopts=() f
+    if ((${#mirrors[@]} == 0)); then
+      # This machine's apt sources (one-line or deb822 files are pasted in as
+      # they are) and its Acquire options (proxies, validity checks).
+      for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [[ -f $f ]] && grep -qE '^[[:space:]]*(deb|URIs:)' "$f" && sources+=("$f")
+      done
+      for f in /etc/apt/apt.conf.d/*; do
+        [[ -f $f ]] && grep -q '^[[:space:]]*Acquire' "$f" && aptopts+=("--aptopt=$f")
+      done
+    fi
+    log "fresh-check: making a minimal Debian 12 root in $base (once; ${mirrors[*]:-${sources[*]:-deb.debian.org}})"
+    rm -rf "$base" "$base.tmp"
+    mmdebstrap --quiet --variant=apt "${aptopts[@]}" bookworm "$base.tmp" "${mirrors[@]}" "${sources[@]}"
+    touch "$base.tmp/.dtr-complete"
+    mv "$base.tmp" "$base"
+    log "fresh-check: base root made in $((SECONDS - start)) s"
+  fi
+  local work
+  work=$(mktemp -d "$FRESH_CACHE/run.XXXXXX")
+  local root=$work/root
+  # Unmount before removing, and never cross into a mount while removing.
+  # shellcheck disable=SC2064
+  trap "umount '$root/proc' '$root/var/cache/apt/archives' '$root/root/.cache/ccache' '$root/root/.cache/pip' 2>/dev/null; rm -rf --one-file-system '$work'" EXIT
+  cp -a "$base" "$root"
+  if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then cp /etc/ssl/certs/ca-certificates.crt "$root/etc/dtr-host-ca.crt"; fi
+  if [[ -f /etc/pip.conf ]]; then cp /etc/pip.conf "$root/etc/pip.conf"; fi
+  git clone --quiet --no-hardlinks "$PWD" "$root/src"
+  mkdir -p "$root/root/.cache/ccache" "$root/root/.cache/pip"
+  mount -t proc proc "$root/proc"
+  mount --bind "$FRESH_CACHE/apt-archives" "$root/var/cache/apt/archives"
+  mount --bind "$FRESH_CACHE/ccache" "$root/root/.cache/ccache"
+  mount --bind "$FRESH_CACHE/pip" "$root/root/.cache/pip"
+  log "fresh-check: ./dtr.sh smoke in a clean Debian 12 root, clone of $(git rev-parse --short HEAD)"
+  local ca=()
+  [[ -f $root/etc/dtr-host-ca.crt ]] && ca=(PIP_CERT=/etc/dtr-host-ca.crt SSL_CERT_FILE=/etc/dtr-host-ca.crt)
+  local rc=0
+  chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    CCACHE_DIR=/root/.cache/ccache PIP_CACHE_DIR=/root/.cache/pip "${ca[@]}" \
+    /bin/bash -c 'cd /src && ./dtr.sh smoke' || rc=$?
+  log "fresh-check: exit $rc after $((SECONDS - start)) s"
+  return $rc
+}
+
 # The conformance harness's reference values (tests/golden/gen_golden.py).
 golden() {
   setup python3-torch
@@ -289,6 +395,8 @@ case $cmd in
   bench-env) setup && bench_env ;;
   bench-sweep) bench_sweep "$@" ;;
   fuzz) fuzz "$@" ;;
+  smoke) smoke ;;
+  fresh-check) fresh_check "$@" ;;
   gpu-bundle) gpu_bundle ;;
   golden) golden "$@" ;;
   -h | --help | help) usage ;;

@@ -5,14 +5,14 @@
 #   ./dtr.sh build   configure and build Release in build/
 #   ./dtr.sh test    setup, build, run the test suite and the Python tests
 #                    (pytest); then the C++ suite under AddressSanitizer +
-#                    UBSan in build-asan/
+#                    UBSan in build-asan/ (clang; the fuzzers' build too)
 #   ./dtr.sh run     setup, build, then the main job: train a GPT on real text
 #                    under half its peak memory (examples/train_gpt, ~3 min)
 #   ./dtr.sh bench   setup, build, run every benchmark in build/benchmarks/
 #   ./dtr.sh golden [--check]  install Debian's PyTorch (python3-torch) and
 #                    regenerate tests/golden/golden.txt (--check: fail if stale)
-#   ./dtr.sh fuzz [SECONDS]  clang build of the library and the libFuzzer
-#                    targets in build-fuzz/, each run SECONDS (default 60)
+#   ./dtr.sh fuzz [SECONDS [TARGET...]]  the libFuzzer targets of the
+#                    sanitizer build (build-asan/), each run SECONDS (default 60)
 #   ./dtr.sh bench-env  install PyTorch 2 (CPU use; PyPI) and numpy into
 #                    build/venv-bench for the PyTorch comparison
 #   ./dtr.sh bench-sweep [--quick]  setup, build, bench-env, then the
@@ -49,7 +49,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 # (`./dtr.sh fresh-check` proves it): make is only recommended by cmake, and
 # setup installs without recommends; ccache makes rebuilds cost what changed.
 PACKAGES=(
-  cmake make ccache g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
+  cmake make ccache g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libdnnl-dev zlib1g-dev libdlpack-dev libexpat1-dev python3 fortunes dataset-fashion-mnist
   python3-dev python3-venv python3-numpy python3-pytest
   openmpi-bin libopenmpi-dev
@@ -96,18 +96,41 @@ python_env() {
   fi
 }
 
-# configure_and_build DIR [cmake args...]
+# configure_and_build DIR [cmake args...] [-- targets...] (default: all)
 configure_and_build() {
   local dir=$1
   shift
+  local args=() targets=()
+  while (($#)); do
+    if [[ $1 == -- ]]; then
+      shift
+      targets=(--target "$@")
+      break
+    fi
+    args+=("$1")
+    shift
+  done
   local launcher=()
   # ccache, where installed, for C++ and CUDA alike (a rebuild after a small
   # change then costs what the change costs).
   if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "$@"
-  cmake --build "$dir" -j"$JOBS"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${args[@]}"
+  cmake --build "$dir" -j"$JOBS" "${targets[@]}"
+}
+
+# The one sanitizer build, build-asan/: clang with AddressSanitizer, UBSan
+# and libFuzzer's coverage instrumentation (DTR_BUILD_FUZZERS), so the same
+# objects serve the sanitized test suite (`test`) and the fuzz targets
+# (`fuzz`). Without the CUDA backend: its host code is the Release build's
+# (tested there, kernels under host emulation), and nvcc's objects are not
+# instrumented anyway. sanitizer_build [targets...] (default: all).
+sanitizer_build() {
+  setup clang libfuzzer-14-dev
+  log "sanitizer build (clang, ASan + UBSan + fuzzer coverage) in build-asan/"
+  CC=clang CXX=clang++ configure_and_build build-asan -DDTR_BUILD_FUZZERS=ON -DDTR_BUILD_TESTS=ON -DDTR_CUDA=OFF \
+    -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF -DDTR_BUILD_PYTHON=OFF -- "${@:-all}"
 }
 
 build() {
@@ -142,12 +165,7 @@ test_all() {
   run_tests build
   log "Python tests (pytest)"
   python_tests
-  log "build with DTR_SANITIZE=ON in build-asan/"
-  # Without the CUDA backend: its host code is the Release build's (tested
-  # there, kernels under host emulation), and nvcc's objects are not
-  # instrumented anyway.
-  configure_and_build build-asan -DDTR_SANITIZE=ON -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF \
-    -DDTR_BUILD_PYTHON=OFF -DDTR_CUDA=OFF
+  sanitizer_build
   log "tests (AddressSanitizer + UBSan)"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
@@ -274,10 +292,10 @@ gpu_bundle() {
 
 # fuzz [SECONDS [TARGET...]]: tests/fuzz/ (libFuzzer, clang only).
 fuzz() {
-  setup clang libfuzzer-14-dev
-  CC=clang CXX=clang++ configure_and_build build-fuzz -DDTR_BUILD_FUZZERS=ON -DDTR_BUILD_TESTS=OFF -DDTR_CUDA=OFF \
-    -DDTR_BUILD_BENCHMARKS=OFF -DDTR_BUILD_EXAMPLES=OFF
-  tests/fuzz/run.sh build-fuzz "${1:-60}" "${@:2}"
+  local targets=(tests/fuzz/fuzz_*.cpp)
+  targets=("${targets[@]##*/}")
+  sanitizer_build "${targets[@]%.cpp}"
+  tests/fuzz/run.sh build-asan "${1:-60}" "${@:2}"
 }
 
 # smoke: the shortest proof that set-up, configure, compile, link and run

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of a DTR_BUILD_FUZZERS build for a bounded time.
 #   tests/fuzz/run.sh [BUILD_DIR] [SECONDS] [TARGET...]
-# BUILD_DIR defaults to build-fuzz, SECONDS (per target) to 60, the targets
+# BUILD_DIR defaults to build-asan (the sanitizer build), SECONDS (per target) to 60, the targets
 # to every tests/fuzz/fuzz_* program built there. The targets run side by
 # side (one process each), each starting from its checked-in seed corpus
 # tests/fuzz/corpus/<target>/ (read, never written: new inputs go to a
@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-build=${1:-build-fuzz}
+build=${1:-build-asan}
 seconds=${2:-60}
 shift $(( $# < 2 ? $# : 2 ))
 targets=("$@")

@@ -64,7 +64,8 @@ NANOBIND_REQUIREMENT='nanobind>=2.0,<4'
 BENCH_VENV=build/venv-bench
 BENCH_TORCH_REQUIREMENT='torch>=2.4,<3'
 
-log() { printf '== %s\n' "$*" >&2; }
+# Each line says how long this command has run, so a slow stage shows.
+log() { printf '== [%d s] %s\n' "$SECONDS" "$*" >&2; }
 
 # setup [extra packages...]
 setup() {

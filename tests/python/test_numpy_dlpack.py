@@ -155,3 +155,101 @@ def test_torch_values_round_trip_for_each_dtype(torch):
         tt = (torch.arange(6) % 4).to(dt)
         back = torch.from_dlpack(dtr.from_dlpack(tt))
         assert back.dtype == dt and torch.equal(back, tt)
+
+
+# ---- numpy scalars in arithmetic ----------------------------------------------------
+
+NP_SCALARS = [np.float32(2), np.float64(2), np.float16(2), np.int64(2), np.int32(2), np.uint8(2)]
+
+
+@pytest.mark.parametrize("s", NP_SCALARS, ids=lambda s: type(s).__name__)
+def test_numpy_scalars_in_arithmetic_give_tensors_with_a_graph(s):
+    # torch.Tensor's __array_priority__ makes numpy hand `np.float32(2) * x` to
+    # x.__rmul__, which takes a numpy scalar as a Python number of its kind.
+    x = dtr.tensor([1.0, 2.0, 4.0], requires_grad=True)
+    results = {"x*s": x * s, "s*x": s * x, "x+s": x + s, "s+x": s + x, "x-s": x - s,
+               "s-x": s - x, "x/s": x / s, "s/x": s / x, "x**s": x ** s, "s**x": s ** x}
+    for name, y in results.items():
+        assert isinstance(y, dtr.Tensor), (name, type(y))
+        assert y.dtype == dtr.float32, name  # a numpy scalar is a Python scalar: no promotion
+        assert y.grad_fn is not None, name
+    assert results["s-x"].tolist() == [1.0, 0.0, -2.0]
+    assert results["s/x"].tolist() == [2.0, 1.0, 0.5]
+    # Comparisons, both ways round.
+    assert (x > s).tolist() == [False, False, True]
+    assert (s < x).tolist() == [False, False, True]
+    assert (x == s).tolist() == [False, True, False]
+    assert (s >= x).tolist() == [True, True, False]
+
+
+def test_numpy_scalar_arithmetic_gradients_flow():
+    x = dtr.tensor([1.0, 2.0, 4.0], requires_grad=True)
+    y = np.float32(3) * x - np.int64(1) + x / np.float64(2) + np.float64(8) / x
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 + 0.5 - 8 / np.array([1.0, 4.0, 16.0]))
+
+
+def test_numpy_scalars_follow_pytorchs_dtype_rule():
+    i = dtr.tensor([1, 2])
+    assert (i * np.int32(3)).dtype == dtr.int64
+    assert (np.int64(3) + i).dtype == dtr.int64
+    assert (i * np.float64(1.5)).dtype == dtr.float32  # the default float dtype
+    assert (np.float16(0.5) * i).tolist() == [0.5, 1.0]
+    assert (i * np.bool_(True)).dtype == dtr.int64
+    d = dtr.tensor(np.array([1.0, 2.0]))
+    assert (np.float32(2) * d).dtype == dtr.float64
+    h = dtr.ones(2, dtype=dtr.bfloat16)
+    assert (h * np.float64(2)).dtype == dtr.bfloat16
+    assert (dtr.ones(2) * np.bool_(False)).tolist() == [0.0, 0.0]
+
+
+def test_numpy_scalars_in_inplace_operators_keep_the_tensor():
+    x = dtr.zeros(3)
+    y = x
+    x += np.float32(2)
+    x *= np.int64(3)
+    x -= np.float64(1)
+    x /= np.float32(2)
+    assert y is x and isinstance(x, dtr.Tensor)
+    assert x.tolist() == [2.5, 2.5, 2.5]
+
+
+def test_a_numpy_scalar_of_an_unsupported_kind_is_refused():
+    with pytest.raises(TypeError):
+        dtr.ones(2) * np.complex64(1 + 2j)
+
+
+# ---- from_numpy: read-only and byte order -------------------------------------------
+
+def test_from_numpy_copies_a_read_only_array_and_warns():
+    a = np.arange(4.0)
+    a.setflags(write=False)
+    with pytest.warns(UserWarning, match="not writable"):
+        t = dtr.from_numpy(a)
+    assert t.dtype == dtr.float64 and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    t.add_(1)  # writes the tensor's own copy, never the read-only memory
+    assert t.tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+    buf = np.frombuffer(np.array([1.5, -2.0], dtype=np.float32).tobytes(), dtype=np.float32)
+    assert not buf.flags.writeable
+    with pytest.warns(UserWarning, match="not writable"):
+        u = dtr.from_numpy(buf)
+    assert u.dtype == dtr.float32 and u.tolist() == [1.5, -2.0]
+    u.mul_(2)
+    assert buf.tolist() == [1.5, -2.0]
+
+
+def test_from_numpy_of_a_writable_array_does_not_warn():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dtr.from_numpy(np.arange(3.0))
+
+
+def test_from_numpy_refuses_a_non_native_byte_order():
+    swapped = ">f4" if np.little_endian else "<f4"
+    with pytest.raises(ValueError, match="byte order different from the native byte order"):
+        dtr.from_numpy(np.arange(4, dtype=swapped))
+    native = np.arange(4, dtype="=f4")
+    assert dtr.from_numpy(native).tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -10,6 +10,7 @@ library arrive as ValueError, TypeError, IndexError, NotImplementedError,
 dtr.OutOfMemoryError (a MemoryError) and dtr.DeviceError (a RuntimeError).
 """
 import functools as _functools
+import warnings as _warnings
 
 import numpy as _np
 
@@ -119,10 +120,28 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 
 
 def from_numpy(array):
-    """torch.from_numpy: a tensor sharing `array`'s memory (writes show in both);
-    the array is kept alive while the tensor lives."""
+    """torch.from_numpy: a tensor with `array`'s shape, strides and dtype (float64,
+    float32, float16, int64, int32, uint8 or bool; TypeError otherwise) sharing its
+    memory, so writes show in both; the array is kept alive while the tensor lives.
+
+    A read-only array (`array.flags.writeable` False: np.frombuffer of a bytes object, a
+    read-only memmap, np.broadcast_to) is copied instead, with a UserWarning, and the
+    tensor does not share memory with it. PyTorch shares it and leaves writes through
+    the tensor undefined; dtr has no read-only tensors (an in-place op would write into
+    memory that may be immutable or mapped read-only), so the tensor gets its own.
+    An array whose byte order is not the machine's is a ValueError, with PyTorch's
+    message. TypeError for anything but a numpy.ndarray."""
     if not isinstance(array, _np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    if not array.dtype.isnative:
+        raise ValueError("given numpy array has byte order different from the native byte order. "
+                         "Conversion between byte orders is currently not supported.")
+    if not array.flags.writeable:
+        _warnings.warn("The given NumPy array is not writable, and dtr does not support "
+                       "non-writable tensors: dtr.from_numpy copied it, so the tensor does not "
+                       "share the array's memory. Make the array writable before converting it "
+                       "to share memory.", UserWarning, stacklevel=2)
+        array = array.copy()
     return _C.from_numpy(array, array)
 
 

@@ -23,9 +23,19 @@ auto release_if_large(int64_t elements, F&& f) {
   return f();
 }
 
-/// A Python bool, int or float (or a one-element Tensor) as a Scalar.
-/// Throws TypeError otherwise, ValueError for an int beyond int64.
+/// A Python bool, int or float, a numpy scalar of those kinds (numpy.bool_,
+/// numpy.integer, numpy.floating: PyTorch treats them as Python scalars), or
+/// a one-element Tensor as a Scalar. Throws TypeError otherwise (a numpy
+/// complex too), ValueError for an int beyond int64.
 Scalar to_scalar(nanobind::handle h);
+/// What kind of numpy scalar `h` is; kNone for anything else (and while
+/// numpy is not imported).
+enum class NumpyScalar { kNone, kBool, kInt, kFloat, kOther };
+NumpyScalar numpy_scalar_kind(nanobind::handle h);
+/// A Python int (bool included) or float, or any numpy scalar: what the
+/// arithmetic operators take as a scalar operand (to_scalar refuses the
+/// numpy kinds it cannot hold).
+bool is_number(nanobind::handle h);
 /// The single value of a one-element tensor as a Scalar of its category.
 Scalar scalar_of(const Tensor& t);
 bool is_tensor(nanobind::handle h);

@@ -26,17 +26,77 @@ using dtr::Tensor;
 
 namespace dtr::python {
 
+namespace {
+
+Scalar int_scalar(PyObject* o) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (v == -1 && PyErr_Occurred() != nullptr) throw nb::python_error();
+  DTR_CHECK(overflow == 0, ValueError, "value cannot be converted to int64 without overflow");
+  return Scalar(int64_t(v));
+}
+
+}  // namespace
+
+NumpyScalar numpy_scalar_kind(nb::handle h) {
+  // A numpy scalar exists only once numpy is imported: look, never import.
+  struct Types {
+    PyObject *generic, *boolean, *integer, *floating;
+  };
+  static Types* types = nullptr;  // under the GIL; kept for the process's life
+  if (types == nullptr) {
+    PyObject* np = PyImport_GetModule(nb::str("numpy").ptr());
+    if (np == nullptr) {
+      PyErr_Clear();
+      return NumpyScalar::kNone;
+    }
+    const nb::module_ numpy = nb::steal<nb::module_>(np);
+    auto keep = [&](const char* name) { return nb::object(numpy.attr(name)).release().ptr(); };
+    types = new Types{keep("generic"), keep("bool_"), keep("integer"), keep("floating")};
+  }
+  PyObject* o = h.ptr();
+  auto is = [o](PyObject* type) {
+    return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(type)) != 0;
+  };
+  if (!is(types->generic)) return NumpyScalar::kNone;
+  if (is(types->boolean)) return NumpyScalar::kBool;
+  if (is(types->integer)) return NumpyScalar::kInt;
+  if (is(types->floating)) return NumpyScalar::kFloat;
+  return NumpyScalar::kOther;
+}
+
+bool is_number(nb::handle h) {
+  return PyLong_Check(h.ptr()) || PyFloat_Check(h.ptr()) ||
+         numpy_scalar_kind(h) != NumpyScalar::kNone;
+}
+
 Scalar to_scalar(nb::handle h) {
   PyObject* o = h.ptr();
   if (PyBool_Check(o)) return Scalar(o == Py_True);
-  if (PyLong_Check(o)) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    DTR_CHECK(overflow == 0, ValueError, "value cannot be converted to int64 without overflow");
-    return Scalar(int64_t(v));
-  }
+  if (PyLong_Check(o)) return int_scalar(o);
   if (PyFloat_Check(o)) return Scalar(PyFloat_AS_DOUBLE(o));
   if (nb::isinstance<Tensor>(h)) return scalar_of(nb::cast<const Tensor&>(h));
+  // numpy.float64 is a float; the other numpy scalars count as the Python
+  // scalar of their kind, as in PyTorch.
+  switch (numpy_scalar_kind(h)) {
+    case NumpyScalar::kBool: {
+      const int v = PyObject_IsTrue(o);
+      if (v < 0) throw nb::python_error();
+      return Scalar(v == 1);
+    }
+    case NumpyScalar::kInt: {
+      const nb::object i = nb::steal(PyNumber_Index(o));
+      if (!i.is_valid()) throw nb::python_error();
+      return int_scalar(i.ptr());
+    }
+    case NumpyScalar::kFloat: {
+      const double v = PyFloat_AsDouble(o);
+      if (v == -1.0 && PyErr_Occurred() != nullptr) throw nb::python_error();
+      return Scalar(v);
+    }
+    case NumpyScalar::kNone:
+    case NumpyScalar::kOther: break;
+  }
   throw TypeError(fmt::format("expected a number or a one-element Tensor, got {}",
                               nb::type_name(h.type()).c_str()));
 }
@@ -58,8 +118,10 @@ nb::object binary(const Tensor& a, nb::handle b, TT tensor_op, TS scalar_op) {
     const Tensor& bt = nb::cast<const Tensor&>(b);
     return nb::cast(release_if_large(a.numel() + bt.numel(), [&] { return tensor_op(a, bt); }));
   }
-  PyObject* o = b.ptr();
-  if (!PyLong_Check(o) && !PyFloat_Check(o)) return nb::borrow(Py_NotImplemented);
+  // A numpy scalar of a kind dtr has no dtype for (complex, datetime) is a
+  // TypeError: given back NotImplemented, numpy would turn the tensor into
+  // an array.
+  if (!is_number(b)) return nb::borrow(Py_NotImplemented);
   const Scalar s = to_scalar(b);
   return nb::cast(release_if_large(a.numel(), [&] { return scalar_op(a, s); }));
 }
@@ -70,8 +132,7 @@ nb::object inplace(nb::handle self_h, nb::handle b, F op) {
   if (is_tensor(b)) {
     op(self, nb::cast<const Tensor&>(b));
   } else {
-    PyObject* o = b.ptr();
-    if (!PyLong_Check(o) && !PyFloat_Check(o)) return nb::borrow(Py_NotImplemented);
+    if (!is_number(b)) return nb::borrow(Py_NotImplemented);
     op(self, full({}, to_scalar(b), TensorOptions(self.dtype()).device(self.device())));
   }
   return nb::borrow(self_h);
@@ -373,6 +434,11 @@ void bind_functions(nb::module_& m);
 
 void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> cls(m, "Tensor", nb::is_weak_referenceable());
+  // torch.Tensor's: above numpy's own priorities, so `np.float32(2) * x`
+  // and `np.int64(1) < x` are handed to the tensor's reflected operator
+  // (which takes numpy scalars) instead of turning x into an array, which
+  // loses the graph (and raises for a tensor that requires grad).
+  cls.attr("__array_priority__") = 1000;
   cls.def(nb::init<const Tensor&>(), "A handle on the same tensor (shares everything).")
       .def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def("size",

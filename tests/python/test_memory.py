@@ -1,5 +1,7 @@
 """The budget and the stats; training under a budget gives the losses of training
 without one, bitwise."""
+import pytest
+
 import dtr
 import dtr.nn as nn
 import dtr.nn.functional as F
@@ -34,6 +36,20 @@ def test_set_budget_takes_bytes_strings_and_none():
     assert dtr.memory.get_budget() is None
     dtr.memory.set_budget("none")
     assert dtr.memory.get_budget() is None
+
+
+def test_set_budget_refuses_a_bool():
+    # bool is an int subclass in Python; True would have been a 1-byte budget.
+    for flag in (True, False):
+        with pytest.raises(TypeError, match="set_budget: .*got bool"):
+            dtr.memory.set_budget(flag)
+        with pytest.raises(TypeError, match="got bool"):
+            dtr.memory.set_budget(flag, device="cpu")
+    assert dtr.memory.get_budget() is None
+    with pytest.raises(TypeError, match="got float"):
+        dtr.memory.set_budget(1e6)
+    dtr.memory.set_budget(1 << 20)
+    assert dtr.memory.get_budget() == 1 << 20
 
 
 def mlp_losses(budget, steps=4):

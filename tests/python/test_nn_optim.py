@@ -193,3 +193,18 @@ def test_safetensors_files_round_trip_a_state_dict(tmp_path):
     assert other.fc1.weight.tolist() == net.fc1.weight.tolist()
     with pytest.raises(ValueError, match="missing.safetensors"):
         dtr.load_file(str(tmp_path / "missing.safetensors"))
+
+
+def test_save_file_names_the_key_whose_value_or_name_is_wrong(tmp_path):
+    path = tmp_path / "bad.safetensors"
+    with pytest.raises(TypeError, match=r"save_file: the value of key 'a' is int; expected a Tensor"):
+        dtr.save_file({"w": dtr.zeros(2), "a": 3}, str(path))
+    with pytest.raises(TypeError, match=r"save_file: key 1 is int; expected str"):
+        dtr.save_file({1: dtr.zeros(2)}, str(path))
+    assert not path.exists()  # nothing is written before every entry is checked
+
+
+def test_optimizer_load_state_dict_names_a_value_that_is_not_a_tensor():
+    opt = dtr.optim.SGD(Net().parameters(), lr=0.1, momentum=0.9)
+    with pytest.raises(TypeError, match=r"load_state_dict: the value of key 'x' is float"):
+        opt.load_state_dict({"x": 1.5})

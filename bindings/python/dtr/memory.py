@@ -11,7 +11,8 @@ def set_budget(budget, device=None):
     at `budget`: an int number of bytes, a string ("64MiB", "1.5GiB", "800MB", "60%" of
     the device's memory), or None for no cap. Over the cap the runtime evicts storages
     and recomputes them when needed, bitwise equal to a run without one. ValueError for a
-    non-positive or malformed budget, dtr.DeviceError for a device that does not exist."""
+    non-positive or malformed budget, TypeError for any other type (a bool included: True
+    is not one byte), dtr.DeviceError for a device that does not exist."""
     _C.set_budget(budget, _device(device))
 
 

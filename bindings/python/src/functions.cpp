@@ -82,9 +82,11 @@ nb::dict stats_dict(const remat::Stats& s) {
 }
 
 /// A budget as bytes (int) or text ("64MiB", "60%", "none"); None = unlimited.
+/// TypeError for anything else, a bool included (an int subclass in Python:
+/// True would be a budget of one byte).
 std::optional<int64_t> budget_bytes(nb::handle budget, Device device) {
   if (budget.is_none()) return std::nullopt;
-  if (PyLong_Check(budget.ptr())) {
+  if (PyLong_Check(budget.ptr()) && !PyBool_Check(budget.ptr())) {
     const int64_t b = nb::cast<int64_t>(budget);
     DTR_CHECK(b > 0, ValueError, "set_budget: the budget must be positive, got {}", b);
     return b;
@@ -112,9 +114,21 @@ Tensor unary(const Tensor& x) {
   return release_if_large(x.numel(), [&] { return F(x); });
 }
 
-StateDict dict_to_state(const nb::dict& d) {
+/// A dict of str to Tensor as a StateDict; `fn` names the caller in the
+/// TypeError for a key that is not a str or a value that is not a Tensor.
+StateDict dict_to_state(const nb::dict& d, std::string_view fn) {
   StateDict s;
-  for (auto [k, v] : d) s.insert(nb::cast<std::string>(k), nb::cast<Tensor>(v));
+  for (auto [k, v] : d) {
+    if (!PyUnicode_Check(k.ptr())) {
+      throw TypeError(fmt::format("{}: key {} is {}; expected str", fn,
+                                  nb::repr(k).c_str(), nb::type_name(k.type()).c_str()));
+    }
+    if (!is_tensor(v)) {
+      throw TypeError(fmt::format("{}: the value of key {} is {}; expected a Tensor", fn,
+                                  nb::repr(k).c_str(), nb::type_name(v.type()).c_str()));
+    }
+    s.insert(nb::cast<std::string>(k), nb::cast<Tensor>(v));
+  }
   return s;
 }
 
@@ -411,7 +425,7 @@ void bind_functions(nb::module_& m) {
   // ---- safetensors files (eager/serialize.h; safetensors.torch's names)
   m.def("save_file", [](const nb::dict& tensors, const std::string& path,
                         const std::map<std::string, std::string>& metadata) {
-          save(path, dict_to_state(tensors), metadata);
+          save(path, dict_to_state(tensors, "save_file"), metadata);
         },
         "tensors"_a, "filename"_a, "metadata"_a = std::map<std::string, std::string>{});
   m.def("load_file", [](const std::string& path) { return state_to_dict(load(path)); },
@@ -440,7 +454,7 @@ void bind_nn_optim(nb::module_& m) {
       .def_prop_rw("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
       .def("state_dict", [](const optim::Optimizer& o) { return state_to_dict(o.state_dict()); })
       .def("load_state_dict", [](optim::Optimizer& o, const nb::dict& d) {
-        o.load_state_dict(dict_to_state(d));
+        o.load_state_dict(dict_to_state(d, "load_state_dict"));
       })
       .def_prop_ro("params", &optim::Optimizer::params);
   nb::class_<optim::SGD, optim::Optimizer>(m, "_SGD")

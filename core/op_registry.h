@@ -102,7 +102,8 @@ struct OpFlags {
   bool cross_device = false;      // output on another device: the backends' copies, no kernel
 };
 
-/// How autocast treats the op (PyTorch's autocast op lists).
+/// How autocast treats the op (PyTorch's autocast op lists; Note [autocast
+/// lists] at OpDef::autocast).
 enum class AutocastPolicy : uint8_t {
   kNone,            // run in the inputs' dtypes
   kLowerPrecision,  // floating inputs cast to the autocast dtype (matmul, linear, conv)
@@ -181,7 +182,19 @@ struct OpDef {
   double scalar_flops_per_element = 0;
   BackwardFn backward = nullptr;  // null: not differentiable
   OpFlags flags;
+  /// Note [autocast lists]. Autocast is per device type, as PyTorch's, and
+  /// so are its lists. `autocast` is the op's policy on CUDA and every device
+  /// type but the CPU: PyTorch 2.x's lists for CUDA (AT_FORALL_LOWER_PRECISION_FP,
+  /// AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE, AT_FORALL_PROMOTE in
+  /// aten/src/ATen/autocast_mode.h). `autocast_cpu` is its policy on the CPU,
+  /// from PyTorch 2.x's CPU lists (TORCH_LIBRARY_IMPL(aten, AutocastCPU) in
+  /// aten/src/ATen/autocast_mode.cpp), which differ: no elementwise op, no
+  /// softmax and no norm is on them (they run in their input's dtype there),
+  /// while reflection_pad1d/2d run in float32; unset where the two agree
+  /// (matmul, linear, conv, attention in the lower precision; the losses in
+  /// float32; cat in the widest dtype). Use autocast_policy(device_type).
   AutocastPolicy autocast = AutocastPolicy::kNone;
+  std::optional<AutocastPolicy> autocast_cpu;
   uint8_t save = kSaveInputs;
   /// Inputs that never get a gradient (indices, masks), as a bitmask.
   uint32_t nondiff_inputs = 0;
@@ -198,6 +211,11 @@ struct OpDef {
 
   OpCost estimate(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                   const Attrs& attrs) const;
+  /// The autocast policy for inputs on `device_type`: autocast_cpu on the
+  /// CPU where set, else autocast (Note [autocast lists]).
+  AutocastPolicy autocast_policy(DeviceType device_type) const {
+    return device_type == DeviceType::kCPU && autocast_cpu ? *autocast_cpu : autocast;
+  }
   /// Checks `attrs` against `params`: ValueError for a key the op does not
   /// declare (naming the op, the key and the declared parameters) and for a
   /// missing required parameter; TypeError for a value of another type

@@ -71,13 +71,14 @@ void run_kernel(const OpDef& op, Device device, std::span<Storage* const> in_sto
   kernel(KernelContext{in_args, out_args, attrs, rng, device});
 }
 
-// Autocast: cast floating inputs to the dtype the op's policy asks for.
-void apply_autocast(const OpDef& op, std::span<const Tensor> in, std::vector<Tensor>& out,
-                    const AutocastState& ac) {
-  DType target = ac.dtype;
-  if (op.autocast == AutocastPolicy::kFloat32) {
+// Autocast: cast floating inputs to the dtype `policy` asks for (`lower`:
+// the device type's autocast dtype).
+void apply_autocast(AutocastPolicy policy, std::span<const Tensor> in, std::vector<Tensor>& out,
+                    DType lower) {
+  DType target = lower;
+  if (policy == AutocastPolicy::kFloat32) {
     target = kFloat32;
-  } else if (op.autocast == AutocastPolicy::kPromote) {
+  } else if (policy == AutocastPolicy::kPromote) {
     bool any = false;
     for (const Tensor& t : in) {
       if (!t.is_floating_point()) continue;
@@ -150,9 +151,16 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   std::vector<Tensor> casted;
   std::span<const Tensor> inputs = inputs_in;
   const DispatchState state = DispatchState::current();
-  if (state.autocast.enabled && op.autocast != AutocastPolicy::kNone) {
-    apply_autocast(op, inputs_in, casted, state.autocast);
-    inputs = casted;
+  // Autocast is per device type (torch.autocast(device_type)): the state and
+  // the op's lists of its inputs' device type (all inputs share it: checked below).
+  if (state.autocast.any_enabled() && !inputs_in.empty()) {
+    const DeviceType type = inputs_in[0].device().type;
+    const AutocastState& ac = state.autocast[type];
+    const AutocastPolicy policy = op.autocast_policy(type);
+    if (ac.enabled && policy != AutocastPolicy::kNone) {
+      apply_autocast(policy, inputs_in, casted, ac.dtype);
+      inputs = casted;
+    }
   }
   // Kernels without stride support get contiguous inputs (a lineage op of its own).
   if (!op.flags.strided_inputs && !op.flags.view && !op.flags.inplace) {

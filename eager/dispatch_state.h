@@ -5,7 +5,8 @@
 // every snapshot and restore picks it up.
 //
 // What is in it: grad mode (whether ops record autograd nodes; a checkpoint
-// recomputation must record them) and autocast (the compute dtype of ops).
+// recomputation must record them) and autocast on every device type (the
+// compute dtype of ops; a region may run ops on several device types).
 // What is not, on purpose: the RNG (a process-wide generator, not per thread;
 // each random op records its own (seed, offset) in its lineage and replay
 // hands that to the kernel, so replay never touches the generator), the
@@ -22,8 +23,8 @@ namespace dtr {
 struct DispatchState {
   /// is_grad_enabled() (torch.is_grad_enabled).
   bool grad_mode = true;
-  /// autocast_state() (torch.autocast).
-  AutocastState autocast;
+  /// autocast_states() (torch.autocast, one state per device type).
+  AutocastStates autocast;
 
   /// The calling thread's state.
   static DispatchState current();

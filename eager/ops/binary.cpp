@@ -223,7 +223,11 @@ OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t 
   d.flags.strided_inputs = true;
   d.flags.inplace = inplace;
   // In-place rows never autocast: a cast copy of self would take the write.
+  // `autocast` is the CUDA lists' policy; PyTorch's CPU lists hold no
+  // elementwise op, so on the CPU these run in their inputs' dtypes
+  // (Note [autocast lists]).
   d.autocast = inplace ? AutocastPolicy::kNone : autocast;
+  d.autocast_cpu = AutocastPolicy::kNone;
   // (a, b); (x) with the scalar in an attribute; where(cond, a, b).
   d.inputs(d.name.find("_scalar") != std::string::npos ? 1 : d.name == "where" ? 3 : 2);
   return OpRegistry::instance().define(std::move(d));
@@ -234,7 +238,7 @@ OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t 
 void register_binary_ops() {
   using K = BinaryKind;
   constexpr uint8_t kNone = kSaveNone, kIn = kSaveInputs;
-  constexpr auto kF32 = AutocastPolicy::kFloat32;  // PyTorch autocast runs pow in float32
+  constexpr auto kF32 = AutocastPolicy::kFloat32;  // PyTorch's CUDA autocast runs pow in float32
   // add/sub: other * alpha; the scalar rows: the Scalar as a double and
   // whether it was a floating point number (it promotes integer tensors).
   const std::vector<ParamSpec> kAlpha{param::f("alpha", 1.0)};

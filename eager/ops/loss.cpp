@@ -1,7 +1,9 @@
 // softmax, log_softmax and the losses: cross_entropy, nll_loss, mse_loss.
 // PyTorch: torch.softmax, torch.log_softmax, torch.nn.functional.{cross_entropy,
-// nll_loss, mse_loss}. Kernels in cpu/loss.cpp. Under autocast all of them
-// run in float32, like PyTorch's autocast lists.
+// nll_loss, mse_loss}. Kernels in cpu/loss.cpp. Under autocast the losses run
+// in float32 on every device type, and softmax and log_softmax in float32 on
+// CUDA but in their input's dtype on the CPU, as PyTorch's autocast lists
+// (Note [autocast lists]).
 //
 // cross_entropy is one fused op rather than log_softmax + nll_loss: its
 // backward rebuilds softmax from the saved logits (recomputing each row's
@@ -260,6 +262,7 @@ void register_loss_ops() {
   OpDef softmax{.name = "softmax", .params = {i("dim")}, .infer = infer_softmax_fwd, .cost = loss_cost,
                 .backward = softmax_backward};
   softmax.autocast = AutocastPolicy::kFloat32;
+  softmax.autocast_cpu = AutocastPolicy::kNone;  // not on PyTorch's CPU lists
   softmax.save = kSaveOutputs;
   softmax.scalar_flops_per_element = 380;  // exp per element: Note [scores]
   softmax.inputs(1);
@@ -268,6 +271,7 @@ void register_loss_ops() {
   OpDef log_softmax{.name = "log_softmax", .params = {i("dim")}, .infer = infer_log_softmax_fwd, .cost = loss_cost,
                     .backward = log_softmax_backward};
   log_softmax.autocast = AutocastPolicy::kFloat32;
+  log_softmax.autocast_cpu = AutocastPolicy::kNone;  // not on PyTorch's CPU lists
   log_softmax.save = kSaveOutputs;
   log_softmax.scalar_flops_per_element = 380;  // Note [scores]
   log_softmax.inputs(1);
@@ -318,7 +322,8 @@ void register_loss_ops() {
 
 /// Softmax of `x` along `dim` (torch.softmax): exp(x - max) / sum(exp(x - max)).
 /// x: any shape, floating dtype (TypeError otherwise); output like x. Throws
-/// IndexError for a dim out of range. Under autocast it runs in float32.
+/// IndexError for a dim out of range. Under autocast it runs in float32 on
+/// CUDA and in x's dtype on the CPU (PyTorch's lists, Note [autocast lists]).
 Tensor softmax(const Tensor& x, int64_t dim) {
   static const OpDef& o = op("softmax");
   return dispatch1(o, {x}, Attrs{{"dim", normalize_dim(dim, x.dim(), "softmax")}});

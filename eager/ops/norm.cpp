@@ -1,6 +1,10 @@
 // Normalization: layer_norm, rms_norm, batch_norm, group_norm.
 // PyTorch: torch.nn.functional.{layer_norm, rms_norm, batch_norm, group_norm}. Kernels in
-// cpu/norm.cpp. Under autocast all three run in float32.
+// cpu/norm.cpp. Under autocast they run in float32 on CUDA and in their
+// input's dtype on the CPU (PyTorch's lists, Note [autocast lists]); a
+// bfloat16 or float16 input with float32 parameters (what a float32 model's
+// norm layers meet under CPU autocast) computes in float32 and returns the
+// input's dtype, as PyTorch's CPU kernels do (is_mixed_type).
 //
 // Saved state. The backward rules save only the inputs (x, weight) and
 // recompute the per-row (layer_norm, rms_norm) or per-channel (batch_norm)
@@ -20,6 +24,8 @@
 // replayed any number of times; `batch_norm_update_stats_` (flagged
 // side_effect, in place) then folds the batch statistics into the running
 // buffers once, and is never replayed.
+#include <initializer_list>
+
 #include "eager/ops/registration.h"
 
 namespace dtr {
@@ -323,13 +329,15 @@ std::vector<Tensor> batch_norm_inference_backward(const BackwardContext& ctx,
   return grads;
 }
 
-/// A fused norm row (x, [weight], [bias]) → y: run in float32 under autocast,
+/// A fused norm row (x, [weight], [bias]) → y: run in float32 under CUDA
+/// autocast and in x's dtype under CPU autocast (Note [autocast lists]),
 /// inputs saved for a backward that recomputes the statistics.
 void define_norm(OpRegistry& R, std::string name, std::vector<ParamSpec> params, InferFn infer,
                  BackwardFn backward) {
   OpDef d{.name = std::move(name), .params = std::move(params), .infer = infer, .cost = norm_cost,
           .backward = backward};
   d.autocast = AutocastPolicy::kFloat32;
+  d.autocast_cpu = AutocastPolicy::kNone;
   d.save = kSaveInputs;
   d.min_inputs = 1;
   d.max_inputs = 3;
@@ -357,6 +365,7 @@ void register_norm_ops() {
   OpDef bn{.name = "batch_norm", .params = kBatchNorm, .infer = infer_batch_norm, .cost = norm_cost,
            .backward = batch_norm_backward};
   bn.autocast = AutocastPolicy::kFloat32;
+  bn.autocast_cpu = AutocastPolicy::kNone;  // not on PyTorch's CPU lists
   bn.save = kSaveInputs;
   bn.scalar_flops_per_element = 90;  // Note [scores]
   bn.min_inputs = 1;
@@ -366,6 +375,7 @@ void register_norm_ops() {
   OpDef bn_inf{.name = "batch_norm_inference", .params = kBatchNorm, .infer = infer_batch_norm_inference,
                .cost = norm_cost, .backward = batch_norm_inference_backward};
   bn_inf.autocast = AutocastPolicy::kFloat32;
+  bn_inf.autocast_cpu = AutocastPolicy::kNone;
   bn_inf.save = kSaveInputs;
   bn_inf.nondiff_inputs = (1u << 1) | (1u << 2);  // the running statistics
   bn_inf.min_inputs = 3;
@@ -412,6 +422,21 @@ std::vector<Tensor> with_affine(std::vector<Tensor> ins, const Tensor& weight, c
   return ins;
 }
 
+/// PyTorch's norm kernels take a bfloat16 or float16 x with float32
+/// parameters ("mixed type"): what a float32 model's norm layers meet under
+/// CPU autocast, whose lists leave norms in their input's dtype. True when x
+/// is such and every defined tensor of `params` (at least one) is float32.
+bool is_mixed_type(const Tensor& x, std::initializer_list<const Tensor*> params) {
+  if (!x.defined() || (x.dtype() != kBFloat16 && x.dtype() != kFloat16)) return false;
+  bool any = false;
+  for (const Tensor* p : params) {
+    if (!p->defined()) continue;
+    if (p->dtype() != kFloat32) return false;
+    any = true;
+  }
+  return any;
+}
+
 /// torch.finfo(dtype).eps.
 double machine_epsilon(DType t) {
   switch (t) {
@@ -426,12 +451,18 @@ double machine_epsilon(DType t) {
 /// torch.nn.functional.layer_norm: normalizes over the trailing dims given by
 /// normalized_shape, y = (x - mean) / sqrt(var + eps) * weight + bias with
 /// the biased variance. x (*, normalized_shape...), floating; weight and bias
-/// of shape normalized_shape and x's dtype, or undefined. Throws ValueError
-/// when x does not end with normalized_shape or a parameter's shape differs,
+/// of shape normalized_shape and x's dtype, or undefined; output of x's
+/// dtype. A bfloat16 or float16 x with float32 parameters (mixed type, as
+/// PyTorch's kernels take: a float32 model under CPU autocast) is normalized
+/// in float32 and the result rounded to x's dtype. Throws ValueError when x
+/// does not end with normalized_shape or a parameter's shape differs,
 /// TypeError for non-floating x or a parameter of another dtype.
 Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   static const OpDef& o = op("layer_norm");
+  if (is_mixed_type(x, {&weight, &bias})) {
+    return layer_norm(x.to(kFloat32), normalized_shape, weight, bias, eps).to(x.dtype());
+  }
   return dispatch1(o, with_affine({x}, weight, bias),
                    Attrs{{"norm_shape", normalized_shape.vec()},
                          {"eps", eps},
@@ -441,10 +472,13 @@ Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weigh
 
 /// torch.nn.functional.rms_norm: y = x / sqrt(mean(x^2) + eps) * weight over
 /// the trailing normalized_shape dims. eps defaults to torch.finfo(x.dtype).eps
-/// (of x's own dtype, also under autocast). Shapes and errors as layer_norm.
+/// (of x's own dtype, also under autocast). Shapes and errors as layer_norm,
+/// but a bfloat16 or float16 x with a float32 weight gives, as PyTorch's
+/// rms_norm, the normalized x in x's dtype times the weight: float32.
 Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight,
                 std::optional<double> eps) {
   static const OpDef& o = op("rms_norm");
+  if (is_mixed_type(x, {&weight})) return mul(rms_norm(x, normalized_shape, Tensor(), eps), weight);
   return dispatch1(o, with_affine({x}, weight, Tensor()),
                    Attrs{{"norm_shape", normalized_shape.vec()},
                          {"eps", eps.value_or(machine_epsilon(x.dtype()))},
@@ -453,7 +487,11 @@ Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight,
 }
 
 /// torch.nn.functional.batch_norm on x (N, C, *), floating. weight, bias,
-/// running_mean and running_var are (C) of x's dtype, or undefined.
+/// running_mean and running_var are (C) of x's dtype, or undefined; output
+/// of x's dtype. A bfloat16 or float16 x with float32 parameters and running
+/// statistics (mixed type, as layer_norm) is normalized in float32 and the
+/// result rounded to x's dtype; the float32 running statistics are updated
+/// from float32 batch statistics.
 /// training: normalizes with the batch statistics (biased variance) and, when
 /// the running buffers are given, updates them in place once:
 /// running = (1 - momentum) * running + momentum * statistic, with the
@@ -463,6 +501,11 @@ Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight,
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
+  if (is_mixed_type(x, {&running_mean, &running_var, &weight, &bias})) {
+    return batch_norm(x.to(kFloat32), running_mean, running_var, weight, bias, training, momentum,
+                      eps)
+        .to(x.dtype());
+  }
   const Attrs attrs{{"eps", eps}, {"has_weight", weight.defined()}, {"has_bias", bias.defined()}};
   if (!training) {
     static const OpDef& inference = op("batch_norm_inference");
@@ -491,14 +534,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 /// are split into num_groups contiguous groups; each (sample, group) is
 /// normalized over its C / num_groups channels and all spatial positions,
 /// y = (x - mean) / sqrt(var + eps) with the biased variance, then
-/// y * weight[c] + bias[c]. weight and bias: (C) of x's dtype, or undefined.
-/// Throws ValueError for fewer than 2 dims, num_groups not positive or not
-/// dividing C, a weight/bias not of shape (C) or a negative eps; TypeError
-/// for non-floating x or a weight/bias of another dtype.
+/// y * weight[c] + bias[c]. weight and bias: (C) of x's dtype, or undefined
+/// (a bfloat16 or float16 x with float32 ones: mixed type, as layer_norm);
+/// output of x's dtype. Throws ValueError for fewer than 2 dims, num_groups
+/// not positive or not dividing C, a weight/bias not of shape (C) or a
+/// negative eps; TypeError for non-floating x or a weight/bias of another
+/// dtype.
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias,
                   double eps) {
   static const OpDef& o = op("group_norm");
   DTR_CHECK(x.defined(), ValueError, "group_norm: input is an undefined tensor");
+  if (is_mixed_type(x, {&weight, &bias})) {
+    return group_norm(x.to(kFloat32), num_groups, weight, bias, eps).to(x.dtype());
+  }
   return dispatch1(o, with_affine({x}, weight, bias),
                    Attrs{{"num_groups", num_groups},
                          {"eps", eps},

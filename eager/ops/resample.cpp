@@ -179,8 +179,11 @@ void register_resample_ops() {
                  .params = {ints("pad"), f("value", 0.0), param::optional(param::i("int_value"))},
                  .infer = infer_constant_pad, .backward = constant_pad_backward, .save = kSaveNone,
                  .min_inputs = 1, .max_inputs = 1});
+  // PyTorch's CPU autocast runs reflection_pad1d/2d in float32; its CUDA
+  // lists leave them out (Note [autocast lists]).
   R.define(OpDef{.name = "reflection_pad", .params = {ints("pad")}, .infer = infer_reflection_pad,
-                 .backward = reflection_pad_backward, .save = kSaveNone,
+                 .backward = reflection_pad_backward, .autocast_cpu = AutocastPolicy::kFloat32,
+                 .save = kSaveNone,
                  .min_inputs = 1, .max_inputs = 1});
   R.define(OpDef{.name = "reflection_pad_backward", .params = {ints("pad"), ints("input_size")},
                  .infer = infer_reflection_pad_backward, .save = kSaveNone,
@@ -214,7 +217,8 @@ void register_resample_ops() {
 /// negative pads crop. mode "reflect": floating x, `pad` of 2 values (the
 /// last dim of a 2-D or 3-D input) or 4 (the last two dims of a 3-D or 4-D
 /// input), each smaller than the size it pads (the edge is not repeated:
-/// reflect([1, 2, 3], (2, 0)) = [3, 2, 1, 2, 3]). Throws ValueError for an
+/// reflect([1, 2, 3], (2, 0)) = [3, 2, 1, 2, 3]); under CPU autocast it
+/// runs in float32 (PyTorch's CPU list). Throws ValueError for an
 /// odd or too long pad, a negative output size, reflect limits or ranks, a
 /// value with mode "reflect", or an unknown mode; NotImplementedError for
 /// PyTorch's "replicate" and "circular" and 3-D reflect padding; TypeError

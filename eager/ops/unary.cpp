@@ -293,7 +293,11 @@ OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t 
   d.flags.strided_inputs = true;
   d.flags.inplace = inplace;
   // In-place rows never autocast: a cast copy of self would take the write.
+  // `autocast` is the CUDA lists' policy; PyTorch's CPU lists hold no
+  // elementwise op, so on the CPU these run in their input's dtype
+  // (Note [autocast lists]).
   d.autocast = inplace ? AutocastPolicy::kNone : autocast;
+  d.autocast_cpu = AutocastPolicy::kNone;
   // x; the backward rows (grad, saved tensor).
   d.inputs(d.name.ends_with("_backward") ? 2 : 1);
   return OpRegistry::instance().define(std::move(d));
@@ -303,7 +307,7 @@ OpDef& define_row(std::string name, InferFn infer, BackwardFn backward, uint8_t 
 
 void register_unary_ops() {
   using K = UnaryKind;
-  constexpr auto kF32 = AutocastPolicy::kFloat32;  // PyTorch autocast's float32 list
+  constexpr auto kF32 = AutocastPolicy::kFloat32;  // PyTorch autocast's float32 list (CUDA)
   constexpr auto kNoCast = AutocastPolicy::kNone;
   // .scalar_flops_per_element: Note [scores] (transcendental kernels).
   // gelu: the tanh approximation (approximate="tanh") or erf.

@@ -1,10 +1,14 @@
-// Autocast (torch.autocast) with nn modules: under AutocastGuard(kBFloat16)
-// linear / matmul run in bfloat16 while softmax, log_softmax, layer_norm and
-// cross_entropy run in float32; gradients reach float32 parameters as
-// float32. REFERENCES case 3 as a value test against PyTorch 1.13.
+// Autocast (torch.autocast) with nn modules: under CPU autocast to bfloat16
+// linear / matmul run in bfloat16, cross_entropy in float32, and softmax,
+// log_softmax and layer_norm in their input's dtype (PyTorch 2.x's CPU
+// lists, Note [autocast lists]); gradients reach float32 parameters as
+// float32. Autocast is per device type, and recorded and replayed per device
+// type. REFERENCES case 3 as a value test against PyTorch 1.13.
 #include <cmath>
 
 #include "dtr/dtr.h"
+#include "eager/lineage_record.h"
+#include "tests/second_device.h"
 #include "tests/testing.h"
 
 namespace dtr {
@@ -20,34 +24,142 @@ Tensor vals(IntList shape, int64_t a, double scale = 1.0) {
 // The float32 values of `t` rounded to bfloat16, as float64.
 std::vector<double> bf16_values(const Tensor& t) { return t.to(kBFloat16).to_vector<double>(); }
 
-TEST(Autocast, LowerPrecisionAndFloat32Ops) {
+TEST(Autocast, CpuListsLowerPrecisionFloat32AndInputDTypeOps) {
   const Tensor x = vals({3, 4}, 5), w = vals({2, 4}, 7), b = vals({2}, 3);
-  AutocastGuard ac(kBFloat16);
+  AutocastGuard ac(kCPU, kBFloat16);
   EXPECT_EQ(linear(x, w, b).dtype(), kBFloat16);
   EXPECT_EQ(matmul(x, w.t()).dtype(), kBFloat16);
   nn::Linear lin(4, 2);
   EXPECT_EQ(lin.forward(x).dtype(), kBFloat16);
   EXPECT_EQ(lin.weight.dtype(), kFloat32);  // parameters are not converted
 
-  // float32 ops take bfloat16 input and compute in float32.
+  // On neither of PyTorch's CPU lists: softmax, log_softmax and the norms
+  // run in their input's dtype; nn::LayerNorm's float32 parameters with a
+  // bfloat16 input compute in float32 and return bfloat16 (mixed type).
   const Tensor h = linear(x, w, b);
   const Tensor s = softmax(h, 1), ls = log_softmax(h, 1);
-  EXPECT_EQ(s.dtype(), kFloat32);
-  EXPECT_EQ(ls.dtype(), kFloat32);
+  EXPECT_EQ(s.dtype(), kBFloat16);
+  EXPECT_EQ(ls.dtype(), kBFloat16);
   nn::LayerNorm ln({2});
-  EXPECT_EQ(ln.forward(h).dtype(), kFloat32);
-  EXPECT_EQ(layer_norm(h, {2}).dtype(), kFloat32);
+  EXPECT_EQ(ln.forward(h).dtype(), kBFloat16);
+  EXPECT_EQ(layer_norm(h, {2}).dtype(), kBFloat16);
+  EXPECT_EQ(exp(h).dtype(), kBFloat16);
+  // The losses are on the CPU float32 list.
   const Tensor target = from_vector(std::vector<int64_t>{0, 1, 1});
   EXPECT_EQ(cross_entropy(h, target).dtype(), kFloat32);
+  EXPECT_EQ(nll_loss(ls, target).dtype(), kFloat32);
+  EXPECT_EQ(mse_loss(h, zeros({3, 2})).dtype(), kFloat32);
 
-  // Values: the float32 op applied to the bfloat16 values.
+  // Values: softmax of the bfloat16 values, within a bfloat16 rounding.
   const std::vector<double> hv = h.to_vector<double>();
   for (int r = 0; r < 3; ++r) {
     const double a = hv[size_t(2 * r)], c = hv[size_t(2 * r + 1)];
     const double m = std::max(a, c);
     const double lse = m + std::log(std::exp(a - m) + std::exp(c - m));
-    EXPECT_NEAR(s.to_vector<double>()[size_t(2 * r)], std::exp(a - lse), 1e-6);
-    EXPECT_NEAR(ls.to_vector<double>()[size_t(2 * r + 1)], c - lse, 1e-6);
+    EXPECT_NEAR(s.to_vector<double>()[size_t(2 * r)], std::exp(a - lse), std::ldexp(1.0, -8));
+    EXPECT_NEAR(ls.to_vector<double>()[size_t(2 * r + 1)], c - lse,
+                std::abs(c - lse) * std::ldexp(1.0, -8) + 1e-6);
+  }
+}
+
+TEST(Autocast, RowsCarryTheCpuAndTheCudaListsPolicies) {
+  using P = AutocastPolicy;
+  const auto policies = [](const char* name) {
+    return std::make_pair(op(name).autocast_policy(kCPU), op(name).autocast_policy(kCUDA));
+  };
+  for (const char* name :
+       {"matmul", "linear", "conv2d", "conv_transpose2d", "scaled_dot_product_attention"}) {
+    EXPECT_EQ(policies(name), std::make_pair(P::kLowerPrecision, P::kLowerPrecision)) << name;
+  }
+  for (const char* name : {"cross_entropy", "nll_loss", "mse_loss"})
+    EXPECT_EQ(policies(name), std::make_pair(P::kFloat32, P::kFloat32)) << name;
+  EXPECT_EQ(policies("cat"), std::make_pair(P::kPromote, P::kPromote));
+  for (const char* name : {"softmax", "log_softmax", "layer_norm", "rms_norm", "group_norm",
+                           "batch_norm", "batch_norm_inference", "exp", "log", "rsqrt",
+                           "reciprocal", "pow", "pow_scalar"}) {
+    EXPECT_EQ(policies(name), std::make_pair(P::kNone, P::kFloat32)) << name;
+  }
+  EXPECT_EQ(policies("reflection_pad"), std::make_pair(P::kFloat32, P::kNone));
+  for (const char* name : {"add", "mul", "relu", "gelu", "sum", "embedding", "max_pool2d"})
+    EXPECT_EQ(policies(name), std::make_pair(P::kNone, P::kNone)) << name;
+  // The privateuseone device type follows the CUDA lists.
+  EXPECT_EQ(op("softmax").autocast_policy(kPrivateUse1), P::kFloat32);
+}
+
+// torch.autocast(device_type): a scope on one device type leaves ops on the
+// others alone, and each device type follows its own lists.
+TEST(Autocast, EachDeviceTypeHasItsOwnState) {
+  const Device dev = testing::second_device();  // privateuseone
+  const Tensor xc = vals({3, 4}, 5), wc = vals({2, 4}, 7);
+  const Tensor xd = xc.to(dev), wd = wc.to(dev);
+  EXPECT_EQ(autocast_states(), AutocastStates());
+  EXPECT_EQ(autocast_state(kCPU), (AutocastState{false, kBFloat16}));  // PyTorch's defaults
+  EXPECT_EQ(autocast_state(kCUDA), (AutocastState{false, kFloat16}));
+  {
+    AutocastGuard cuda(kCUDA, kFloat16);  // no CUDA tensor here: nothing changes
+    EXPECT_EQ(matmul(xc, wc.t()).dtype(), kFloat32);
+    EXPECT_EQ(matmul(xd, wd.t()).dtype(), kFloat32);
+    EXPECT_FALSE(autocast_state(kCPU).enabled);
+  }
+  {
+    AutocastGuard other(kPrivateUse1, kBFloat16);
+    EXPECT_EQ(matmul(xc, wc.t()).dtype(), kFloat32);  // the CPU's ops are untouched
+    const Tensor hd = matmul(xd, wd.t());
+    EXPECT_EQ(hd.dtype(), kBFloat16);
+    EXPECT_EQ(softmax(hd, 1).dtype(), kFloat32);  // the CUDA lists
+    {
+      AutocastGuard cpu(kCPU, kBFloat16);
+      const Tensor hc = matmul(xc, wc.t());
+      EXPECT_EQ(hc.dtype(), kBFloat16);
+      EXPECT_EQ(softmax(hc, 1).dtype(), kBFloat16);  // the CPU lists
+      EXPECT_EQ(matmul(xd, wd.t()).dtype(), kBFloat16);
+    }
+    EXPECT_FALSE(autocast_state(kCPU).enabled);
+    EXPECT_TRUE(autocast_state(kPrivateUse1).enabled);
+  }
+  EXPECT_EQ(autocast_states(), AutocastStates());
+  // The form from before autocast was per device type sets every one.
+  {
+    AutocastGuard all(kBFloat16);
+    EXPECT_EQ(matmul(xc, wc.t()).dtype(), kBFloat16);
+    EXPECT_EQ(matmul(xd, wd.t()).dtype(), kBFloat16);
+    EXPECT_EQ(autocast_state(kCUDA), (AutocastState{true, kBFloat16}));
+  }
+  EXPECT_THROW(AutocastGuard(kCUDA, kFloat32), ValueError);
+  EXPECT_THROW(set_autocast_state(kCPU, AutocastState{true, kFloat64}), ValueError);
+  EXPECT_EQ(autocast_states(), AutocastStates());
+}
+
+// A checkpoint region's recomputation runs under every device type's state
+// of its forward: a forward under autocast on another device type only (the
+// CPU's ops in float32), recomputed inside a CPU autocast scope, gives
+// bitwise the gradients of a run without checkpointing.
+TEST(Autocast, RecomputationRestoresEveryDeviceTypesState) {
+  auto run = [](bool use_checkpoint) {
+    manual_seed(5);
+    Tensor w = randn({6, 6}).requires_grad_();
+    const Tensor x = randn({4, 6});
+    auto fn = [&w](const Tensor& t) { return softmax(matmul(t, w), 1); };
+    Tensor y;
+    {
+      AutocastGuard other(kPrivateUse1, kFloat16);
+      y = use_checkpoint ? checkpoint(fn, x) : fn(x);
+      if (!use_checkpoint) {  // the op records every device type's state
+        EXPECT_EQ(lineage_of(y)->state.autocast[kPrivateUse1], (AutocastState{true, kFloat16}));
+        EXPECT_FALSE(lineage_of(y)->state.autocast[kCPU].enabled);
+      }
+    }
+    EXPECT_EQ(y.dtype(), kFloat32);
+    {
+      AutocastGuard cpu(kCPU, kBFloat16);  // would make the recomputed matmul bfloat16
+      sum(y).backward();
+    }
+    return std::vector<Tensor>{y.detach(), w.grad()};
+  };
+  const auto want = run(false);
+  const auto got = run(true);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(testing::bitwise_equal(got[i], want[i])) << i;
   }
 }
 

@@ -57,8 +57,17 @@ Tensor constant(IntList shape) {
   return t;
 }
 
-const DispatchState kRecorded{.grad_mode = false, .autocast = {true, kFloat16}};
-const DispatchState kCaller{.grad_mode = true, .autocast = {true, kBFloat16}};
+/// Autocast states of the CPU and of CUDA (the others left off).
+AutocastStates autocast_of(AutocastState cpu, AutocastState cuda) {
+  AutocastStates s;
+  s[kCPU] = cpu;
+  s[kCUDA] = cuda;
+  return s;
+}
+const DispatchState kRecorded{.grad_mode = false,
+                              .autocast = autocast_of({true, kFloat16}, {false, kFloat16})};
+const DispatchState kCaller{.grad_mode = true,
+                            .autocast = autocast_of({true, kBFloat16}, {true, kBFloat16})};
 
 /// A probe output (4 KiB, the only evictable storage) recorded under
 /// kRecorded, with its values, then evicted. Leaves the budget set.
@@ -86,7 +95,8 @@ TEST(DispatchState, GuardSetsAndRestoresAlsoOnThrow) {
     const DispatchStateGuard g(kRecorded);
     EXPECT_EQ(DispatchState::current(), kRecorded);
     EXPECT_FALSE(is_grad_enabled());
-    EXPECT_EQ(autocast_state(), (AutocastState{true, kFloat16}));
+    EXPECT_EQ(autocast_state(), (AutocastState{true, kFloat16}));  // the CPU's
+    EXPECT_EQ(autocast_state(kCUDA), (AutocastState{false, kFloat16}));
     throw ValueError("leaving the scope");
   } catch (const ValueError&) {
   }

@@ -57,17 +57,23 @@ TEST(Loss, SoftmaxAndLogSoftmaxValues) {
   EXPECT_TRUE(testing::allclose(big, {0.5, 0.5}));
 }
 
-TEST(Loss, SoftmaxRunsInFloat32UnderAutocast) {
+// PyTorch 2.x's autocast lists (Note [autocast lists]): softmax runs in
+// float32 under CUDA autocast but in its input's dtype under CPU autocast;
+// the losses run in float32 under both.
+TEST(Loss, SoftmaxKeepsItsDTypeAndLossesRunInFloat32UnderCpuAutocast) {
   const Tensor x = from_vector(std::vector<float>{1, 2, 3}).to(kBFloat16);
   EXPECT_EQ(softmax(x, 0).dtype(), kBFloat16);
-  AutocastGuard ac(kBFloat16);
+  AutocastGuard ac(kCPU, kBFloat16);
   const Tensor y = softmax(x, 0);
-  EXPECT_EQ(y.dtype(), kFloat32);
-  EXPECT_TRUE(testing::allclose(y, {0.09003057317038045, 0.2447284710547976, 0.6652409557748218}));
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  EXPECT_TRUE(testing::allclose(y, {0.09003057317038045, 0.2447284710547976, 0.6652409557748218}, 0,
+                                std::ldexp(1.0, -8)));
   EXPECT_EQ(cross_entropy(from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}).to(kBFloat16),
                           from_vector(std::vector<int64_t>{0, 1}))
                 .dtype(),
             kFloat32);
+  EXPECT_EQ(op("softmax").autocast_policy(kCPU), AutocastPolicy::kNone);
+  EXPECT_EQ(op("softmax").autocast_policy(kCUDA), AutocastPolicy::kFloat32);
 }
 
 TEST(Loss, CrossEntropyReductionsAndIgnoreIndex) {

@@ -60,10 +60,66 @@ TEST(Norm, LayerNormValues) {
   EXPECT_TRUE(testing::allclose(y16, layer_norm(x, {4}).to_vector<double>(), 2e-2, 1e-2));
 }
 
-TEST(Norm, LayerNormRunsInFloat32UnderAutocast) {
-  AutocastGuard ac(kBFloat16);
-  EXPECT_EQ(layer_norm(rows2x4().to(kBFloat16), {4}).dtype(), kFloat32);
-  EXPECT_EQ(rms_norm(rows2x4().to(kBFloat16), {4}).dtype(), kFloat32);
+// PyTorch 2.x's autocast lists (Note [autocast lists]): the norms run in
+// float32 under CUDA autocast (and on dtr's other non-CPU device types) and
+// in their input's dtype under CPU autocast.
+TEST(Norm, NormsFollowEachDeviceTypesAutocastList) {
+  {
+    AutocastGuard ac(kCPU, kBFloat16);
+    EXPECT_EQ(layer_norm(rows2x4().to(kBFloat16), {4}).dtype(), kBFloat16);
+    EXPECT_EQ(rms_norm(rows2x4().to(kBFloat16), {4}).dtype(), kBFloat16);
+    EXPECT_EQ(group_norm(batch3x2x2().to(kBFloat16), 2).dtype(), kBFloat16);
+    EXPECT_EQ(layer_norm(rows2x4().to(kFloat32), {4}).dtype(), kFloat32);
+  }
+  for (const char* name :
+       {"layer_norm", "rms_norm", "group_norm", "batch_norm", "batch_norm_inference"}) {
+    EXPECT_EQ(op(name).autocast_policy(kCPU), AutocastPolicy::kNone) << name;
+    EXPECT_EQ(op(name).autocast_policy(kCUDA), AutocastPolicy::kFloat32) << name;
+  }
+}
+
+// PyTorch's norm kernels take a bfloat16 (or float16) input with float32
+// parameters, as a float32 model's norm layers meet it under CPU autocast:
+// float32 inside, the input's dtype out (rms_norm: the normalized input
+// times the weight, float32).
+TEST(Norm, MixedTypeComputesInFloat32AndReturnsTheInputsDType) {
+  const Tensor x32 = rows2x4().to(kFloat32), w = weight4().to(kFloat32), b = bias4().to(kFloat32);
+  for (DType low : {kBFloat16, kFloat16}) {
+    const Tensor x = x32.to(low);
+    const Tensor y = layer_norm(x, {4}, w, b);
+    EXPECT_EQ(y.dtype(), low);
+    EXPECT_TRUE(testing::bitwise_equal(y, layer_norm(x.to(kFloat32), {4}, w, b).to(low)));
+    EXPECT_EQ(layer_norm(x, {4}, w).dtype(), low);
+    EXPECT_EQ(layer_norm(x, {4}, Tensor(), b).dtype(), low);
+
+    const Tensor r = rms_norm(x, {4}, w);
+    EXPECT_EQ(r.dtype(), kFloat32);
+    EXPECT_TRUE(testing::bitwise_equal(r, mul(rms_norm(x, {4}), w)));
+
+    const Tensor xb = batch3x2x2().to(low);
+    const Tensor c32 = from_vector(std::vector<float>{1.5, -0.5});
+    const Tensor z32 = from_vector(std::vector<float>{0.25, 1});
+    Tensor rm = zeros({2}), rv = ones({2});
+    const Tensor yb = batch_norm(xb, rm, rv, c32, z32, /*training=*/true, 0.1, 1e-5);
+    EXPECT_EQ(yb.dtype(), low);
+    Tensor rm_ref = zeros({2}), rv_ref = ones({2});
+    EXPECT_TRUE(testing::bitwise_equal(
+        yb, batch_norm(xb.to(kFloat32), rm_ref, rv_ref, c32, z32, true, 0.1, 1e-5).to(low)));
+    EXPECT_TRUE(testing::bitwise_equal(rm, rm_ref));  // float32 running statistics
+    EXPECT_TRUE(testing::bitwise_equal(rv, rv_ref));
+    EXPECT_EQ(batch_norm(xb, rm, rv, c32, z32, /*training=*/false).dtype(), low);
+    EXPECT_EQ(batch_norm(xb, rm, rv, Tensor(), Tensor(), /*training=*/false).dtype(), low);
+    EXPECT_EQ(group_norm(xb, 2, c32, z32).dtype(), low);
+  }
+  // Gradients: the input's in its dtype, the parameters' in float32.
+  const Tensor x = x32.to(kBFloat16).requires_grad_(true);
+  const Tensor wg = w.detach().requires_grad_(true);
+  sum(layer_norm(x, {4}, wg).to(kFloat32)).backward();
+  EXPECT_EQ(x.grad().dtype(), kBFloat16);
+  EXPECT_EQ(wg.grad().dtype(), kFloat32);
+  // Anything else still needs parameters of x's dtype.
+  EXPECT_THROW(layer_norm(x32.to(kBFloat16), {4}, w.to(kFloat64)), TypeError);
+  EXPECT_THROW(layer_norm(x32.to(kBFloat16), {4}, w, b.to(kBFloat16)), TypeError);
 }
 
 TEST(Norm, RmsNormValues) {

@@ -81,8 +81,11 @@ TEST(Lineage, EveryOpRecordsANode) {
   {
     AutocastGuard ac(kBFloat16);
     Tensor d = r.clone();
-    EXPECT_TRUE(lineage_of(d)->state.autocast.enabled);
-    EXPECT_EQ(lineage_of(d)->state.autocast.dtype, kBFloat16);
+    // AutocastGuard(dtype) turns autocast on for every device type.
+    for (DeviceType t : {kCPU, kCUDA, kPrivateUse1}) {
+      EXPECT_TRUE(lineage_of(d)->state.autocast[t].enabled);
+      EXPECT_EQ(lineage_of(d)->state.autocast[t].dtype, kBFloat16);
+    }
   }
   {
     NoGradGuard ng;

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import dtr
+import dtr.nn as nn
 import dtr.nn.functional as F
 
 
@@ -178,3 +179,73 @@ def test_autocast_runs_matmul_in_bfloat16():
         with dtr.autocast("cpu", dtype=dtr.float64):
             pass
     assert (a @ b).dtype == dtr.float32  # the failed enter left the state alone
+
+
+def test_autocast_is_per_device_type():
+    # torch.autocast(device_type): a CUDA autocast scope leaves CPU ops alone,
+    # and each device type keeps its own state and default dtype.
+    a, b = dtr.randn(4, 4), dtr.randn(4, 4)
+    assert dtr.autocast("cpu").fast_dtype == dtr.bfloat16
+    assert dtr.autocast("cuda").fast_dtype == dtr.float16
+    with dtr.autocast("cuda"):
+        assert (a @ b).dtype == dtr.float32
+        assert F.linear(a, b).dtype == dtr.float32
+        with dtr.autocast("cpu"):
+            assert (a @ b).dtype == dtr.bfloat16
+            with dtr.autocast("cuda", enabled=False):
+                assert (a @ b).dtype == dtr.bfloat16  # the cpu's state is its own
+            with dtr.autocast("cpu", enabled=False):
+                assert (a @ b).dtype == dtr.float32
+        assert (a @ b).dtype == dtr.float32
+    with dtr.autocast("cuda", dtype=dtr.bfloat16):
+        assert (a @ b).dtype == dtr.float32
+
+
+def test_autocast_refuses_an_unknown_device_type():
+    for bad in ("tpu", "gpu", ""):
+        with pytest.raises(RuntimeError, match=f"unsupported autocast device_type '{bad}'"):
+            dtr.autocast(bad)
+    a = dtr.randn(2, 2)
+    assert (a @ a).dtype == dtr.float32
+
+
+def test_cuda_autocast_casts_cuda_ops():
+    try:
+        a = dtr.randn(4, 4, device="cuda")
+    except (dtr.DeviceError, ValueError):
+        pytest.skip("no CUDA device")
+    with dtr.autocast("cuda"):
+        assert (a @ a).dtype == dtr.float16
+        assert F.softmax(a @ a, -1).dtype == dtr.float32  # CUDA's float32 list
+    with dtr.autocast("cpu"):
+        assert (a @ a).dtype == dtr.float32
+
+
+def test_cpu_autocast_follows_pytorchs_cpu_op_lists():
+    # PyTorch 2.x, aten/src/ATen/autocast_mode.cpp, TORCH_LIBRARY_IMPL(aten,
+    # AutocastCPU): linear and matmul in the lower precision, the losses in
+    # float32, and ops on neither list (softmax, exp, pow, layer_norm, ...) in
+    # their input's dtype.
+    x = dtr.randn(3, 4, requires_grad=True)
+    w = dtr.randn(5, 4, requires_grad=True)
+    target = dtr.tensor([0, 3, 2])
+    with dtr.autocast("cpu"):
+        h = F.linear(x, w)
+        assert h.dtype == dtr.bfloat16
+        p = F.softmax(h, -1)
+        assert p.dtype == dtr.bfloat16
+        assert F.log_softmax(h, -1).dtype == dtr.bfloat16
+        assert h.exp().dtype == dtr.bfloat16 and (h ** 2).dtype == dtr.bfloat16
+        assert F.layer_norm(h, (5,)).dtype == dtr.bfloat16
+        # nn.LayerNorm's float32 parameters with a bfloat16 input: computed in
+        # float32, returned in the input's dtype (PyTorch's CPU kernels).
+        assert nn.LayerNorm(5)(h).dtype == dtr.bfloat16
+        assert F.cross_entropy(h, target).dtype == dtr.float32
+        assert F.nll_loss(F.log_softmax(h, -1), target).dtype == dtr.float32
+        assert F.mse_loss(p, dtr.zeros(3, 5)).dtype == dtr.float32
+        loss = F.cross_entropy(F.softmax(h, -1) @ w, target)
+        assert loss.dtype == dtr.float32
+    np.testing.assert_allclose(p.detach().float().sum(-1).numpy(), np.ones(3), atol=1e-2)
+    loss.backward()
+    assert x.grad.dtype == dtr.float32 and w.grad.dtype == dtr.float32
+    assert np.isfinite(x.grad.numpy()).all() and np.abs(w.grad.numpy()).sum() > 0

@@ -97,7 +97,7 @@ TEST(References, Case4ReplayUsesRecordedAutocastState) {
     y = matmul(a, w);
   }
   EXPECT_EQ(y.dtype(), kFloat16);
-  EXPECT_TRUE(lineage_of(y)->state.autocast.enabled);
+  EXPECT_TRUE(lineage_of(y)->state.autocast[kCPU].enabled);
   const auto before = y.to_vector<float>();
   BudgetScope b(remat::stats().resident_bytes + 4096);
   Tensor filler = randn({32, 48});  // 6 KiB: y (2 KiB) must go

@@ -235,7 +235,8 @@ DTR_C_API dtr_status dtr_tensor_detach(dtr_tensor t, dtr_tensor* out);
 DTR_C_API dtr_status dtr_grad_enabled(int* enabled);
 
 /* Scopes (thread-local, see THREADS): torch.no_grad() and
- * torch.autocast(device_type, dtype) (DTR_BFLOAT16 or DTR_FLOAT16) until
+ * torch.autocast(device_type, dtype) (DTR_BFLOAT16 or DTR_FLOAT16) on every
+ * device type at once, each following its own op lists, until
  * dtr_scope_end, which restores the state before the scope and frees it. */
 DTR_C_API dtr_status dtr_no_grad_begin(dtr_scope* out);
 DTR_C_API dtr_status dtr_autocast_begin(dtr_dtype dtype, dtr_scope* out);

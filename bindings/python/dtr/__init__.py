@@ -214,23 +214,39 @@ class set_grad_enabled(_GradMode):
 
 
 class autocast:
-    """torch.autocast(device_type, dtype=dtr.bfloat16, enabled=True): ops flagged for low
-    precision (matmul, linear, conv, attention) run in `dtype` (bfloat16 or float16;
-    ValueError otherwise), ops flagged for float32 in float32. A context manager and a
-    decorator; the state is thread-local."""
+    """torch.autocast(device_type, dtype=None, enabled=True): in the block, ops on tensors
+    of `device_type` ("cpu", "cuda" or "privateuseone"; any other name is a RuntimeError,
+    as in PyTorch) run in the precision PyTorch 2.x's autocast op lists give them on that
+    device type; ops on tensors of other device types are untouched (each device type
+    has its own state, as torch.is_autocast_enabled(device_type)).
+
+    On the cpu (PyTorch's AutocastCPU lists): matmul, linear, conv2d,
+    conv_transpose2d and scaled_dot_product_attention run in `dtype`; cross_entropy,
+    nll_loss, mse_loss and reflection padding in float32; cat and stack in the widest
+    floating input dtype; every other op (softmax, log_softmax, the norms, exp, pow, ...)
+    in its input's dtype. On cuda and privateuseone (PyTorch's CUDA lists) softmax,
+    log_softmax, the norms, exp, log, pow, rsqrt and reciprocal run in float32 as well.
+    float64 inputs are never cast.
+
+    `dtype` (bfloat16 or float16; ValueError on entering otherwise) defaults to the
+    device type's autocast dtype (torch.get_autocast_dtype: bfloat16 on the cpu, float16
+    elsewhere). `device_type` defaults to "cpu". A context manager and a decorator; the
+    state is thread-local, and every op records all device types' states in its lineage,
+    so a rematerialization runs under the state the op first ran under."""
 
     def __init__(self, device_type="cpu", dtype=None, enabled=True, cache_enabled=None):
+        _, current_dtype = _C._autocast_state(device_type)  # RuntimeError for an unknown type
         self.device_type = device_type
-        self.fast_dtype = bfloat16 if dtype is None else dtype
+        self.fast_dtype = current_dtype if dtype is None else dtype
         self.enabled = enabled
 
     def __enter__(self):
-        self._prev = _C._autocast_state()
-        _C._set_autocast_state(self.enabled, self.fast_dtype)
+        self._prev = _C._autocast_state(self.device_type)
+        _C._set_autocast_state(self.device_type, self.enabled, self.fast_dtype)
         return self
 
     def __exit__(self, *exc):
-        _C._set_autocast_state(*self._prev)
+        _C._set_autocast_state(self.device_type, *self._prev)
         return False
 
     def __call__(self, fn):

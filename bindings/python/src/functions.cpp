@@ -132,6 +132,16 @@ StateDict dict_to_state(const nb::dict& d, std::string_view fn) {
   return s;
 }
 
+/// A device type by PyTorch's name for torch.autocast ("cpu", "cuda",
+/// "privateuseone"); RuntimeError with PyTorch's message otherwise.
+DeviceType autocast_device_type(std::string_view name) {
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    if (device_type_name(DeviceType(t)) == name) return DeviceType(t);
+  }
+  throw std::runtime_error(
+      fmt::format("User specified an unsupported autocast device_type '{}'", name));
+}
+
 }  // namespace
 
 void bind_errors(nb::module_& m) {
@@ -386,14 +396,18 @@ void bind_functions(nb::module_& m) {
   // ---- grad mode, autocast
   m.def("is_grad_enabled", &is_grad_enabled);
   m.def("set_grad_enabled", &set_grad_enabled, "mode"_a);
-  m.def("_autocast_state", [] {
-    const AutocastState s = autocast_state();
-    return std::make_pair(s.enabled, s.dtype);
-  });
-  m.def("_set_autocast_state", [](bool enabled, DType dtype) {
-    { AutocastGuard check(dtype, enabled); }  // ValueError for a dtype autocast cannot use
-    set_autocast_state({enabled, dtype});
-  });
+  // (enabled, dtype) of one device type (torch.is_autocast_enabled(device_type),
+  // torch.get_autocast_dtype(device_type)).
+  m.def("_autocast_state", [](std::string_view device_type) {
+          const AutocastState s = autocast_state(autocast_device_type(device_type));
+          return std::make_pair(s.enabled, s.dtype);
+        },
+        "device_type"_a);
+  // ValueError for a dtype autocast cannot use, the state left as it was.
+  m.def("_set_autocast_state", [](std::string_view device_type, bool enabled, DType dtype) {
+          set_autocast_state(autocast_device_type(device_type), AutocastState{enabled, dtype});
+        },
+        "device_type"_a, "enabled"_a, "dtype"_a);
 
   // ---- generator, threads
   m.def("manual_seed", [](uint64_t s) { manual_seed(s); }, "seed"_a);

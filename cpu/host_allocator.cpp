@@ -1,5 +1,7 @@
 #include "cpu/host_allocator.h"
 
+#include "core/sanitizers.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -10,9 +12,9 @@ namespace dtr::cpu {
 
 namespace {
 
-// Nothing is cached under AddressSanitizer (GCC defines this macro for
-// -fsanitize=address), so a use after free stays visible.
-#if defined(__SANITIZE_ADDRESS__)
+// Nothing is cached under AddressSanitizer (core/sanitizers.h), so a use
+// after free stays visible.
+#if DTR_ADDRESS_SANITIZER
 constexpr size_t kDefaultCap = 0;
 #else
 constexpr size_t kDefaultCap = kHostCacheCapBytes;

@@ -2,6 +2,8 @@
 // blocks are reused, small ones and those over the cap go back to malloc.
 #include "cpu/host_allocator.h"
 
+#include "core/sanitizers.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -282,7 +284,7 @@ TEST(HostAllocator, ManyThreadsAtOnce) {
 
 TEST(HostAllocator, TrainingStepsReuseTheirBuffers) {
   // After the first step, a repeated step's large buffers come from the cache.
-#if defined(__SANITIZE_ADDRESS__)
+#if DTR_ADDRESS_SANITIZER
   GTEST_SKIP() << "the process-wide cache holds nothing under AddressSanitizer (use-after-free stays visible)";
 #endif
   Tensor w = randn({256, 256});
@@ -328,7 +330,7 @@ bool reset_peak_rss() {
 // freed block fits a later request: freed into glibc's heap, each step's
 // blocks stayed resident there.
 TEST(HostAllocator, ResidentSetUnderABudgetStaysWithinTheBudget) {
-#if defined(__SANITIZE_ADDRESS__)
+#if DTR_ADDRESS_SANITIZER
   GTEST_SKIP() << "AddressSanitizer's allocator keeps freed memory in quarantine";
 #endif
   constexpr int64_t kBudget = int64_t{16} << 20;

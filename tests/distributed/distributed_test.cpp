@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/sanitizers.h"
 #include "dtr/dtr.h"
 #include "eager/distributed/distributed.h"
 #include "testing.h"
@@ -46,7 +47,7 @@ TEST(DistributedSetup, UnknownBackendAndBadTimeoutAreValueErrors) {
 // that LeakSanitizer reports, and discovered tests cannot carry the
 // suppressions the mpirun tests (which cover the same paths) run with.
 TEST(DistributedSetup, AWorldOfOneProcessIsTheIdentity) {
-#if defined(__SANITIZE_ADDRESS__)
+#if DTR_ADDRESS_SANITIZER
   GTEST_SKIP() << "OpenMPI's own allocations at exit are reported by LeakSanitizer";
 #endif
   init_process_group("mpi", {.timeout_seconds = 30.0});

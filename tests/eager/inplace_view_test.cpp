@@ -81,7 +81,11 @@ struct Rnn {
     Tensor buf = zeros(x.shape());
     std::vector<Tensor> hs;
     for (int64_t t = 0; t < t_len; ++t) {
-      h = tanh(matmul(x.select(0, t), w) + matmul(h, u));
+      // Named, so that every compiler runs the two products in one order
+      // (the operands of + are unsequenced; the budgeted test depends on it).
+      Tensor hu = matmul(h, u);
+      Tensor xw = matmul(x.select(0, t), w);
+      h = tanh(xw + hu);
       if (buffer) buf.select(0, t).copy_(h);
       else hs.push_back(h);
     }

@@ -1444,10 +1444,7 @@ Runtime& Runtime::global() {
     if (!o.plan_path.empty()) start_program_plan(*r, o.plan_path);
     if (!o.trace_path.empty()) {
       try {
-        r->set_trace_path(o.trace_path);
-        // Writes the closing "]" (an uncaught exception closes it from the
-        // std::terminate hook of remat/trace_file.cpp instead).
-        std::atexit([] { Runtime::global().set_trace_path(""); });
+        r->set_trace_path(o.trace_path);  // closed at exit, on std::terminate and on signals (remat/trace_file.h)
       } catch (const ValueError& e) {
         r->impl_->trace_open_error = e.what();
       }

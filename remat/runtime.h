@@ -273,7 +273,9 @@ class Runtime final {
   /// rematerializations with the ids of their storages; a memory counter;
   /// an OutOfMemoryError as an instant event with its report; user scopes
   /// (dtr::trace::Scope). A file already open is closed first (its "]"
-  /// written). Throws ValueError naming the path when it cannot be opened
+  /// written); the file gets its "]" also at exit, on std::terminate and on
+  /// SIGINT/SIGTERM, and holds whole lines only (Note [trace on signals]).
+  /// Throws ValueError naming the path when it cannot be opened or written
   /// (tracing is then off).
   void set_trace_path(const std::string& path);
   /// Pushes buffered trace events to the file (also done once a second,

@@ -33,4 +33,23 @@ class Scope {
   uint64_t generation_ = 0;  // the trace file the begin went to; 0: none
 };
 
+/// Closes every trace file being written (DTR_TRACE,
+/// remat::Runtime::set_trace_path): writes its buffered events and the
+/// closing "]"; the events that follow are dropped until set_trace_path
+/// opens a file. For exit paths that run no C exit handlers: the Python
+/// module calls it at interpreter exit, which an unhandled KeyboardInterrupt
+/// passes through before Python ends itself with SIGINT. Throws nothing.
+void close_files() noexcept;
+
+/// Makes a trace file that was cut short one JSON array again (a process
+/// killed by SIGKILL or ended by _exit; Note [trace on signals] in
+/// docs/DESIGN.md): drops a partial last line, if there is one (only a
+/// write cut off mid-way leaves one), and appends the closing "]" line
+/// unless the file ends with it; a file cut before the end of its first
+/// line becomes an empty trace (the lines "[" and "]"). Returns whether the
+/// file changed (false: it was complete). Throws ValueError naming the path
+/// when the file cannot be read or written, or does not begin with "["
+/// (not a trace file; left as it is).
+bool close_cut_file(const std::string& path);
+
 }  // namespace dtr::trace

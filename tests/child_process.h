@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,13 +59,15 @@ inline std::optional<std::filesystem::path> built_program(const std::string& fol
   return p;
 }
 
-/// Runs `exe args...` and waits for it, capturing stdout and stderr. The
-/// child's environment is this process's without any DTR_* variable, plus
-/// `env` (name, value pairs), so what the library reads is exactly `env`.
-inline Output run_child(const std::filesystem::path& exe, const std::vector<std::string>& args,
-                        const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  TempDir tmp;
-  const std::filesystem::path out = tmp.path / "stdout", err = tmp.path / "stderr";
+/// Starts `exe args...` with stdout and stderr going to the files `out` and
+/// `err`, and returns its process id (-1 when fork fails). The child's
+/// environment is this process's without any DTR_* variable, plus `env`
+/// (name, value pairs), so what the library reads is exactly `env`; SIGINT
+/// and SIGTERM start at their default dispositions (a shell may have the
+/// test ignore SIGINT).
+inline pid_t spawn_child(const std::filesystem::path& exe, const std::vector<std::string>& args,
+                         const std::vector<std::pair<std::string, std::string>>& env,
+                         const std::filesystem::path& out, const std::filesystem::path& err) {
   const pid_t pid = fork();
   if (pid == 0) {
     const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -72,6 +75,8 @@ inline Output run_child(const std::filesystem::path& exe, const std::vector<std:
     if (o < 0 || e < 0) _exit(126);
     dup2(o, 1);
     dup2(e, 2);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     std::vector<std::string> dtr_names;
     for (char** entry = environ; *entry != nullptr; ++entry) {
       if (std::strncmp(*entry, "DTR_", 4) != 0) continue;
@@ -89,11 +94,25 @@ inline Output run_child(const std::filesystem::path& exe, const std::vector<std:
     execv(exe_s.c_str(), argv.data());
     _exit(127);
   }
-  Output r;
+  return pid;
+}
+
+/// Waits for the child `pid`: its exit code, 128 + the signal's number when
+/// a signal ended it, -1 when it cannot be waited for.
+inline int wait_child(pid_t pid) {
   int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid) {
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  if (pid <= 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Runs `exe args...` and waits for it, capturing stdout and stderr; the
+/// environment as spawn_child makes it.
+inline Output run_child(const std::filesystem::path& exe, const std::vector<std::string>& args,
+                        const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  TempDir tmp;
+  const std::filesystem::path out = tmp.path / "stdout", err = tmp.path / "stderr";
+  Output r;
+  r.exit_code = wait_child(spawn_child(exe, args, env, out, err));
   r.out = read_all(out);
   r.err = read_all(err);
   return r;

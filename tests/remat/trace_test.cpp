@@ -1,10 +1,14 @@
 // DTR_TRACE: the Chrome trace file is written as events happen, holds an
 // OutOfMemoryError as an event even when nothing catches it, pairs
 // evictions with rematerializations by storage id, and shows user scopes.
+// It holds whole lines only, so a file cut anywhere can be closed, and
+// SIGTERM or SIGINT leave it closed (Note [trace on signals]).
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,14 +16,17 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "child_process.h"
 #include "dtr/dtr.h"
 
 namespace dtr {
@@ -133,10 +140,11 @@ class JsonReader {
     if (s_.compare(i_, 4, "true") == 0) return i_ += 4, Json{true};
     if (s_.compare(i_, 5, "false") == 0) return i_ += 5, Json{false};
     if (s_.compare(i_, 4, "null") == 0) return i_ += 4, Json{nullptr};
-    size_t used = 0;
-    const double d = std::stod(s_.substr(i_), &used);
-    if (used == 0) fail("bad value");
-    i_ += used;
+    const char* begin = s_.c_str() + i_;
+    char* end = nullptr;
+    const double d = std::strtod(begin, &end);  // no copy of the rest: traces run to megabytes
+    if (end == begin) fail("bad value");
+    i_ += size_t(end - begin);
     return Json{d};
   }
 
@@ -358,6 +366,112 @@ TEST(Trace, UncaughtOutOfMemoryLeavesAClosedTrace) {
   EXPECT_NE((*end[0])["args"]["reason"].str().find("out of memory"), std::string::npos);
   std::error_code ec;
   fs::remove(path, ec);
+}
+
+// ---- whole lines: cut files and signals (Note [trace on signals]) -----------
+
+// A complete trace, cut at every byte offset, is closed by close_cut_file
+// into one JSON array holding exactly the events of its whole lines; the
+// complete file itself is left as it is.
+TEST(Trace, AFileCutAtAnyByteIsClosedByCloseCutFile) {
+  TraceScope trace(temp_trace("whole.json"));
+  {
+    dtr::trace::Scope s("step \"1\"\nof 2");  // a quote and a line break in a name stay on one line
+    Tensor a = randn({4, 4});
+    EXPECT_TRUE(std::isfinite(matmul(a, a).relu().sum().item<float>()));
+  }
+  remat::Runtime::global().set_trace_path("");
+  const std::string full = read_text(trace.path);
+  const size_t event_count = JsonReader(full).document().arr().size();
+  ASSERT_GT(event_count, 4u);
+  // "[", one line per event (each after the first led by its comma), "]".
+  ASSERT_EQ(size_t(std::count(full.begin(), full.end(), '\n')), event_count + 2) << full;
+  EXPECT_FALSE(dtr::trace::close_cut_file(trace.path.string()));
+  EXPECT_EQ(read_text(trace.path), full);
+
+  const fs::path cut = temp_trace("cut.json");
+  for (size_t n = 0; n <= full.size(); ++n) {
+    {
+      std::ofstream out(cut, std::ios::binary | std::ios::trunc);
+      out.write(full.data(), std::streamsize(n));
+    }
+    EXPECT_EQ(dtr::trace::close_cut_file(cut.string()), n != full.size()) << "cut at " << n;
+    const std::string closed = read_text(cut);
+    const size_t lines = size_t(std::count(full.begin(), full.begin() + std::ptrdiff_t(n), '\n'));
+    const size_t whole_events = std::min(lines > 0 ? lines - 1 : 0, event_count);
+    try {
+      EXPECT_EQ(JsonReader(closed).document().arr().size(), whole_events) << "cut at " << n;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "cut at " << n << ": " << e.what() << " in:\n" << closed;
+      break;
+    }
+  }
+  std::error_code ec;
+  fs::remove(cut, ec);
+}
+
+TEST(Trace, CloseCutFileLeavesAFileThatIsNoTraceAsItIs) {
+  const fs::path p = temp_trace("not_a_trace.json");
+  {
+    std::ofstream out(p);
+    out << "{\"traceEvents\": [\n";
+  }
+  try {
+    dtr::trace::close_cut_file(p.string());
+    ADD_FAILURE() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_text(p), "{\"traceEvents\": [\n");
+  fs::remove(p);
+  EXPECT_THROW(dtr::trace::close_cut_file(p.string()), ValueError);  // no such file
+}
+
+// SIGTERM or SIGINT (Ctrl-C) while the trace is being written: the process
+// still dies of the signal, and the file it leaves is one JSON array as it
+// is, holding the events it had buffered. The child is this test again,
+// traced from its environment, running ops until the signal comes.
+TEST(Trace, ASignalLeavesAClosedTrace) {
+  if (std::getenv("DTR_TRACE_SIGNAL_CHILD") != nullptr) {
+    for (int step = 0;; ++step) {
+      dtr::trace::Scope s("step " + std::to_string(step));
+      Tensor a = randn({16, 16});
+      (void)matmul(a, a).sum().item<float>();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  ASSERT_FALSE(ec);
+  for (const int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(strsignal(sig));
+    testing::TempDir dir;
+    const fs::path path = dir.path / "trace.json";
+    const pid_t pid = testing::spawn_child(self, {"--gtest_filter=Trace.ASignalLeavesAClosedTrace"},
+                                           {{"DTR_TRACE", path.string()}, {"DTR_TRACE_SIGNAL_CHILD", "1"}},
+                                           dir.path / "out", dir.path / "err");
+    ASSERT_GT(pid, 0);
+    // Signalled once events are on disk (flushed within a second), while
+    // it goes on writing.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string text = read_text(path);
+      if (std::count(text.begin(), text.end(), '\n') >= 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_EQ(::kill(pid, sig), 0);
+    EXPECT_EQ(testing::wait_child(pid), 128 + sig) << testing::read_all(dir.path / "err");
+    const std::string text = read_text(path);
+    EXPECT_TRUE(text.ends_with("\n]\n")) << text.substr(text.size() - std::min<size_t>(text.size(), 300));
+    try {
+      const JsonArray events = JsonReader(text).document().arr();
+      EXPECT_FALSE(named(events, "matmul").empty());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not one JSON array: " << e.what() << "; the file ends with:\n"
+                    << text.substr(text.size() - std::min<size_t>(text.size(), 300));
+    }
+  }
 }
 
 }  // namespace

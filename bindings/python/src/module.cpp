@@ -680,4 +680,9 @@ NB_MODULE(_C, m) {
   m.def("from_numpy", &from_numpy, nb::arg("array"), nb::arg("owner"));
   m.def("from_dlpack", &from_dlpack_object, nb::arg("ext_tensor"));
   m.def("to_dlpack", &to_dlpack_capsule, nb::arg("tensor"));
+  // DTR_TRACE's closing "]" (Note [trace on signals]):
+  // an unhandled KeyboardInterrupt finalizes the interpreter, which runs
+  // Python's exit functions, and then ends the process with SIGINT, which
+  // runs no C exit handler. Closing here covers that exit and every other.
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { dtr::trace::close_files(); }));
 }

@@ -304,7 +304,8 @@ const std::array<OptionRow, 13>& option_rows() {
         "OpenBLAS where oneDNN has a brgemm kernel for them (AVX-512 CPUs): 3-12% faster steps on "
         "the zoo's GEMM-bound models, but each distinct GEMM shape keeps about 60 KB of JIT code "
         "and primitive state outside the budget (about 90 MB with thousands of shapes); results "
-        "differ from OpenBLAS's in the last bits, so set it before any lineage is recorded",
+        "differ from OpenBLAS's in the last bits, so set it before any lineage is recorded (set_option "
+        "refuses to switch it while lineage exists)",
         "dtr::set_option(dtr::global_options(), \"DTR_ONEDNN_GEMM\", \"on\")"},
        "0/1, true/false, on/off",
        [](Options& o, std::string_view v) { return assign(parse_bool(v), o.onednn_gemm); }},
@@ -570,7 +571,15 @@ const std::vector<OptionInfo>& option_table() {
   return table;
 }
 
-void set_option(Options& options, std::string_view env_var, std::string_view value) {
+namespace {
+
+/// global_options()'s object, once it is initialized (null before: its
+/// initializer parses into a local Options through set_option).
+std::atomic<Options*> g_process_options{nullptr};
+std::atomic<ProcessOptionApplier> g_process_option_applier{nullptr};
+
+/// Parses `value` into the option `env_var` of `options`.
+void parse_option(Options& options, std::string_view env_var, std::string_view value) {
   const auto& rows = option_rows();
   const auto row = std::find_if(rows.begin(), rows.end(),
                                 [&](const OptionRow& r) { return r.info.env_var == env_var; });
@@ -587,6 +596,23 @@ void set_option(Options& options, std::string_view env_var, std::string_view val
     throw ValueError(fmt::format("{}: {}; accepted forms: {}", env_var, status.message(),
                                  row->accepted));
   }
+}
+
+}  // namespace
+
+void set_process_option_applier(ProcessOptionApplier applier) { g_process_option_applier.store(applier); }
+
+void set_option(Options& options, std::string_view env_var, std::string_view value) {
+  if (&options != g_process_options.load()) {
+    parse_option(options, env_var, value);
+    return;
+  }
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  Options next = options;
+  parse_option(next, env_var, value);  // ValueError: nothing changed
+  if (const ProcessOptionApplier apply = g_process_option_applier.load()) apply(env_var, next);
+  options = std::move(next);
 }
 
 Options options_from_env() {
@@ -701,6 +727,11 @@ Options& global_options() {
     report.errors = std::move(errors);
     return o;
   }();
+  static const bool published = [] {
+    g_process_options.store(&options);
+    return true;
+  }();
+  (void)published;
   return options;
 }
 

@@ -161,7 +161,27 @@ const std::vector<OptionInfo>& option_table();
 /// `value` exactly as the environment would be parsed; an empty value restores
 /// the default. Throws ValueError naming the variable, the value and the
 /// accepted forms (or the unknown variable).
+///
+/// On the process options (`global_options()`) this is the documented way to
+/// change an option while the program runs, the one path of the C++ and the
+/// C API (`dtr_set_option`): the new value also applies to the running
+/// library as the option's setter would (a budget to every device, a heuristic
+/// to the runtime, DTR_TRACE opens its file, ...), and both stay as they were
+/// when that throws. What it refuses there, besides the malformed values:
+/// DTR_PLAN (ValueError: read at start-up only); a DTR_MEMORY_BUDGET entry for
+/// a device that is not present (DeviceError naming the device, e.g. cuda:0
+/// without a CUDA driver or device); switching DTR_ONEDNN_GEMM while lineage
+/// exists (ValueError: a replay would run the other GEMM library and not be
+/// bitwise the first result). Calls on the process options are serialized.
 void set_option(Options& options, std::string_view env_var, std::string_view value);
+
+/// Applies the option `env_var` of `next` (the process options with that one
+/// option changed) to the running library, or throws without changing
+/// anything. The runtime layer installs it when the library loads
+/// (remat/process_options.cpp), not programs; set_option calls it for the
+/// process options only.
+using ProcessOptionApplier = void (*)(std::string_view env_var, const Options& next);
+void set_process_option_applier(ProcessOptionApplier applier);
 
 /// Parses every option from `getenv`-style lookup. Throws ValueError on the
 /// first malformed value, naming variable, value and accepted forms.

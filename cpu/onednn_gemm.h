@@ -54,7 +54,9 @@ bool onednn_gemm_runs(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 /// Switches the oneDNN GEMM on or off for the whole process: sets
 /// global_options().onednn_gemm (DTR_ONEDNN_GEMM, off by default). Results
 /// change with it: not for use while lineage recorded under the other
-/// setting may replay.
+/// setting may replay, which this does not check (the GEMM tests switch
+/// freely); programs use set_option, which refuses that switch (Note [GEMM
+/// switch]).
 void set_onednn_gemm_enabled(bool enabled);
 /// Whether the oneDNN GEMM is built in, its threading can be pinned, and it
 /// is switched on (DTR_ONEDNN_GEMM).

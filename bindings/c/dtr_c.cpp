@@ -214,43 +214,6 @@ const char* kStatusNames[] = {
     "DTR_ERR_RUNTIME",
 };
 
-/// Applies the option `name` of `o` to the running runtime, as its setter
-/// would.
-void apply_option(std::string_view name, const Options& o) {
-  remat::Runtime& rt = remat::Runtime::global();
-  if (name == "DTR_HEURISTIC") rt.set_heuristic(o.heuristic);
-  else if (name == "DTR_SAMPLE") rt.set_sample_mode(o.sample);
-  else if (name == "DTR_MIN_EVICT_BYTES") rt.set_min_evict_bytes(o.min_evict_bytes);
-  else if (name == "DTR_COST") rt.set_cost_model(o.cost);
-  else if (name == "DTR_SWAP") rt.set_swap_mode(o.swap);
-  else if (name == "DTR_VERIFY") rt.set_verify(o.verify);
-  else if (name == "DTR_LOG") set_log_level(o.log_level);
-  else if (name == "DTR_TRACE") rt.set_trace_path(o.trace_path);
-  else if (name == "DTR_THRASH_LIMIT") rt.set_thrash_limit(o.thrash_limit);
-  else if (name == "DTR_ONEDNN_GEMM" || name == "DTR_COLLECTIVE_TIMEOUT") {
-    // Read from global_options() (at every GEMM; by init_process_group and
-    // new_group when no timeout is given); the caller stores `o` there.
-  }
-  else if (name == "DTR_PLAN") {
-    throw ValueError(
-        "dtr_set_option: DTR_PLAN records the whole run from its start, so it is read from the "
-        "environment at start-up only");
-  }
-  else if (name == "DTR_MEMORY_BUDGET") {
-    const Device def = default_device();
-    std::vector<Device> devices = rt.devices();
-    if (std::find(devices.begin(), devices.end(), def) == devices.end()) devices.push_back(def);
-    for (const Device& d : devices) {
-      const MemoryBudget spec = o.memory_budget.for_device(d, d == def);
-      rt.set_memory_budget(d, spec.resolve(backend(d).memory_bytes(d.index)));
-    }
-  } else {
-    throw InternalError(fmt::format("dtr_set_option: no setter for {}", name));
-  }
-}
-
-std::mutex g_options_mu;
-
 }  // namespace
 }  // namespace dtr::capi
 
@@ -913,11 +876,9 @@ dtr_status dtr_set_option(const char* name, const char* value) {
   return guarded([&] {
     const std::string_view n = to_name(name, "null option name");
     const std::string_view v = to_name(value, "null option value");
-    std::lock_guard lock(g_options_mu);
-    Options o = global_options();
-    set_option(o, n, v);  // ValueError for an unknown name or a malformed value
-    apply_option(n, o);
-    global_options() = std::move(o);
+    // The C++ path (core/options.h): parsed, applied to the running library,
+    // then stored; a throw leaves both as they were.
+    set_option(global_options(), n, v);
   });
 }
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.h"
+#include "core/backend.h"
 #include "core/options.h"
 
 namespace dtr {
@@ -127,6 +128,21 @@ TEST_F(Startup, APerDeviceBudgetCapsTheCpuByItsEntryOrTheBareOne) {
             "ok budget 33554432 heuristic dtr_eq log 3");
   EXPECT_EQ(run({{"DTR_MEMORY_BUDGET", "cuda=1GiB"}})["options"],
             "ok budget none heuristic dtr_eq log 3");
+}
+
+// From the environment, a budget for a CUDA device that cannot be had (no
+// driver, no device, no CUDA backend) is a warning at start-up naming the
+// device and why, never an error: one DTR_MEMORY_BUDGET may serve machines
+// with and without GPUs. The program runs, the cpu entry applies. (A setter
+// given the same entry throws DeviceError: process_options_test.cpp.)
+TEST_F(Startup, ABudgetForAnAbsentCudaDeviceIsAWarning) {
+  const Backend* cuda = find_backend(kCUDA);
+  if (cuda != nullptr && cuda->device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  testing::Output r;
+  auto s = run({{"DTR_MEMORY_BUDGET", "cuda:0=1GiB,cpu=64MiB"}}, &r);
+  EXPECT_EQ(s["first"], "ok 20.000000") << r.all();
+  EXPECT_EQ(s["options"], "ok budget 67108864 heuristic dtr_eq log 3") << r.all();
+  EXPECT_THAT(r.err, HasSubstr("DTR_MEMORY_BUDGET: the budget for cuda:0 is ignored: cuda:0:")) << r.all();
 }
 
 TEST_F(Startup, AMisspelledVariableIsNamedOnceWithTheClosestOption) {

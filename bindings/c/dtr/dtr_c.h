@@ -346,8 +346,11 @@ DTR_C_API dtr_status dtr_reset_stats(void);
 /* Sets an option by its environment variable name ("DTR_HEURISTIC",
  * "DTR_MEMORY_BUDGET", "DTR_LOG", ... core/options.h), parsed as the
  * environment is ("" restores the default), and applies it to the running
- * runtime. DTR_ERR_VALUE for an unknown name or malformed value, naming the
- * accepted forms. */
+ * runtime: C++'s set_option(global_options(), name, value), one path. On an
+ * error nothing changes. DTR_ERR_VALUE for an unknown name or malformed value
+ * (naming the accepted forms), for DTR_PLAN (start-up only) and for switching
+ * DTR_ONEDNN_GEMM while lineage exists; DTR_ERR_DEVICE for a DTR_MEMORY_BUDGET
+ * entry naming a device that is not present (cuda:0 without a driver). */
 DTR_C_API dtr_status dtr_set_option(const char* name, const char* value);
 /* torch.manual_seed. */
 DTR_C_API dtr_status dtr_manual_seed(uint64_t seed);

@@ -547,6 +547,11 @@ TEST_F(CApiTest, OptionsAreParsedAsTheEnvironmentIs) {
   DTR_C_OK(dtr_memory_budget(DTR_DEVICE_CPU, 0, &budget));
   EXPECT_EQ(budget, -1);
   DTR_C_OK(dtr_set_memory_budget(DTR_DEVICE_CPU, 0, before));
+  // A budget for a device that is not present: DTR_ERR_DEVICE, nothing set.
+  EXPECT_EQ(dtr_set_option("DTR_MEMORY_BUDGET", "cuda:0=1GiB,cpu=1GiB"), DTR_ERR_DEVICE);  // no CUDA device here
+  EXPECT_THAT(last_error(), HasSubstr("cuda:0"));
+  DTR_C_OK(dtr_memory_budget(DTR_DEVICE_CPU, 0, &budget));
+  EXPECT_EQ(budget, before);
   // Every option of the table has a setter here, or says why not.
   DTR_C_OK(dtr_set_option("DTR_SWAP", "off"));
   EXPECT_EQ(remat::Runtime::global().swap_mode(), SwapMode::kOff);

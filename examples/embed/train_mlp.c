@@ -1,8 +1,10 @@
 /* Trains the MLP of examples/train_mlp.cpp through dtr's C ABI (dtr_c.h),
  * as a program embedding the library would: a synthetic task (x ~ N(0, I) in
  * 16 dims, label = argmax(x . W_teacher) over 4 classes), the model
- * Linear(16, 256) -> GELU -> Linear(256, 256) -> GELU -> Linear(256, 4),
- * cross-entropy, AdamW, batch 128, a fresh batch every step.
+ * Linear(16, 64) -> GELU -> 7 x (Linear(64, 64) -> GELU) -> Linear(64, 4),
+ * cross-entropy, AdamW, batch 1024, a fresh batch every step. Deep and
+ * narrow, so that activations are most of the peak and half of it trains
+ * (train_mlp.cpp says more).
  *
  * With --budget-fraction F it first measures the peak of two training steps
  * with no budget (a model built from the same seed, then dropped) and trains
@@ -11,7 +13,7 @@
  * examples (examples/common.h): the memory line, the final loss and
  * accuracy, the exact "stats:" line and the closing summary.
  *
- *   train_mlp_c [--steps 200] [--seed 0] [--batch 128] [--budget-fraction F]
+ *   train_mlp_c [--steps 200] [--seed 0] [--batch 1024] [--budget-fraction F]
  *
  * Exit codes as the C++ examples: 0 success, 1 an error, 2 a bad command
  * line, 3 the budget is below what the model needs (DTR_ERR_OUT_OF_MEMORY). */
@@ -23,11 +25,13 @@
 #include <string.h>
 #include <time.h>
 
-enum { kInputs = 16, kHidden = 256, kClasses = 4, kLayers = 5 };
+/* kDepth hidden layers of kHidden units (a Linear and a GELU each), then the
+ * output Linear: kLayers modules. */
+enum { kInputs = 16, kHidden = 64, kDepth = 8, kClasses = 4, kLayers = 2 * kDepth + 1 };
 
-/* --batch: 128 as in train_mlp.cpp; larger batches make activations, which a
- * budget can evict, outweigh the parameters and AdamW state, which it cannot. */
-static int64_t g_batch = 128;
+/* --batch: 1024 as in train_mlp.cpp; activations, which a budget can evict,
+ * grow with it, the parameters and AdamW state, which it cannot, do not. */
+static int64_t g_batch = 1024;
 
 /* Any failed call ends the program with the library's message. */
 static void check(dtr_status s, const char* what) {
@@ -115,11 +119,11 @@ static Model build(uint64_t seed) {
   m.teacher = randn2(kInputs, kClasses);
   CHECK(dtr_nn_sequential(&m.net));
   dtr_module layers[kLayers];
-  CHECK(dtr_nn_linear(kInputs, kHidden, 1, &layers[0]));
-  CHECK(dtr_nn_gelu("none", &layers[1]));
-  CHECK(dtr_nn_linear(kHidden, kHidden, 1, &layers[2]));
-  CHECK(dtr_nn_gelu("none", &layers[3]));
-  CHECK(dtr_nn_linear(kHidden, kClasses, 1, &layers[4]));
+  for (int d = 0; d < kDepth; ++d) {
+    CHECK(dtr_nn_linear(d == 0 ? kInputs : kHidden, kHidden, 1, &layers[2 * d]));
+    CHECK(dtr_nn_gelu("none", &layers[2 * d + 1]));
+  }
+  CHECK(dtr_nn_linear(kHidden, kClasses, 1, &layers[kLayers - 1]));
   for (int i = 0; i < kLayers; ++i) {
     CHECK(dtr_nn_sequential_append(m.net, layers[i]));
     CHECK(dtr_module_free(layers[i])); /* the Sequential keeps its own reference */

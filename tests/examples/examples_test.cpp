@@ -21,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -105,19 +106,22 @@ long long stat(const std::string& out, const std::string& key) {
   return -2;
 }
 
-/// step → its own peak, from the per-step summaries the examples log at
-/// info level (DTR_LOG=info, on stderr).
-std::map<int, long long> step_peaks(const std::string& err) {
+/// step → the number after `key` in that step's summary, from the
+/// per-step summaries the examples log at info level (DTR_LOG=info, on stderr).
+std::map<int, long long> step_field(const std::string& err, const std::string& key) {
   std::map<int, long long> m;
   for (const std::string& line : lines_of(err)) {
     const size_t at = line.find("[info] step ");
     if (at == std::string::npos) continue;
     int step = 0;
     if (std::sscanf(line.c_str() + at, "[info] step %d:", &step) != 1) continue;
-    m[step] = std::atoll(field(line, "peak_bytes").c_str());
+    m[step] = std::atoll(field(line, key).c_str());
   }
   return m;
 }
+
+/// step → its own peak.
+std::map<int, long long> step_peaks(const std::string& err) { return step_field(err, "peak_bytes"); }
 
 /// The generated text between the dashed lines.
 std::string sample(const std::string& out) {
@@ -471,7 +475,7 @@ TEST_F(TrainCnn, BadInputEndsWithAMessage) {
   EXPECT_TRUE(contains(r.err, "budget")) << r.all();
 }
 
-// ---- train_mlp: the planner's flags ---------------------------------------------------------
+// ---- train_mlp: hints, logging and the planner's flags --------------------------------------
 
 class TrainMlp : public ::testing::Test {
  protected:
@@ -533,16 +537,13 @@ TEST_F(TrainMlp, PlanSvgWritesAnSvgDocument) {
 }
 
 TEST_F(TrainMlp, BudgetFractionAutoTrainsUnderThePlannedBudget) {
-  // At batch 128 nothing below the peak is feasible (parameters, AdamW state
-  // and the update's working set are all of it); at 1024 activations are.
-  const Output plain = run(*exe_, {"--steps", "3", "--batch", "1024"});
+  const Output plain = run(*exe_, {"--steps", "3"});
   ASSERT_EQ(plain.exit_code, 0) << plain.all();
-  const Output r = run(*exe_, {"--steps", "3", "--batch", "1024", "--budget-fraction", "auto",
-                               "--max-slowdown", "1.5"});
+  const Output r = run(*exe_, {"--steps", "3", "--budget-fraction", "auto", "--max-slowdown", "1.5"});
   ASSERT_EQ(r.exit_code, 0) << r.all();
 
   // The fraction 1.0 of the recorded peak evicts nothing (slowdown 1), so
-  // some budget always qualifies; 0.9 replays one elementwise op of 39.
+  // some budget always qualifies; 0.9 replays two elementwise ops.
   const std::string chosen = line_starting(r.out, "memory: planned budget");
   ASSERT_FALSE(chosen.empty()) << r.out;
   EXPECT_TRUE(contains(chosen, "predicted slowdown")) << chosen;
@@ -565,6 +566,111 @@ TEST_F(TrainMlp, BudgetFractionAutoTrainsUnderThePlannedBudget) {
   EXPECT_FALSE(line_starting(plain.out, "step ").empty()) << plain.out;
   EXPECT_EQ(field(line_starting(r.out, "final loss"), "final loss"),
             field(line_starting(plain.out, "final loss"), "final loss"));
+}
+
+/// The fractions `text` suggests: each number after "--budget-fraction "
+/// (the hints of the memory line and the closing summary), and after
+/// "e.g. " on the line of --help that documents --budget-fraction.
+std::vector<double> hinted_fractions(const std::string& text) {
+  std::vector<double> out;
+  static const std::regex hint(R"(--budget-fraction ([0-9]*\.?[0-9]+))");
+  static const std::regex example(R"(e\.g\. ([0-9]*\.?[0-9]+))");
+  for (const std::string& line : lines_of(text)) {
+    for (std::sregex_iterator it(line.begin(), line.end(), hint), end; it != end; ++it) {
+      out.push_back(std::stod((*it)[1]));
+    }
+    if (line.rfind("  --budget-fraction ", 0) == 0) {
+      for (std::sregex_iterator it(line.begin(), line.end(), example), end; it != end; ++it) {
+        out.push_back(std::stod((*it)[1]));
+      }
+    }
+  }
+  return out;
+}
+
+/// Runs `exe` (train_mlp or train_mlp_c) with no budget, takes the fraction
+/// its printed hints (and `help`, when given) suggest, and trains a few steps
+/// under it: it must run, evict and give the losses of the run with no budget.
+void check_hinted_fraction_trains(const fs::path& exe, const std::optional<std::string>& help) {
+  const Output plain = run(exe, {"--steps", "3"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  // The memory line gives one, the closing summary (train_mlp_c's, and
+  // train_mlp's since it prints one) another.
+  std::vector<double> hints = hinted_fractions(plain.out);
+  ASSERT_FALSE(hints.empty()) << plain.out;
+  if (help) {
+    const std::vector<double> from_help = hinted_fractions(*help);
+    ASSERT_EQ(from_help.size(), 1u) << *help;
+    hints.push_back(from_help[0]);
+  }
+  for (double h : hints) EXPECT_EQ(h, hints[0]) << plain.out;
+  const double fraction = hints[0];
+  EXPECT_LT(fraction, 1.0);
+
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", fraction);
+  const Output capped = run(exe, {"--steps", "3", "--budget-fraction", text});
+  ASSERT_EQ(capped.exit_code, 0) << "--budget-fraction " << text << ", as hinted:\n" << capped.all();
+  EXPECT_EQ(losses(capped.out), losses(plain.out));
+  EXPECT_FALSE(losses(plain.out).empty()) << plain.out;
+  EXPECT_EQ(field(line_starting(capped.out, "final loss"), "final loss"),
+            field(line_starting(plain.out, "final loss"), "final loss"));
+  const long long budget = stat(capped.out, "budget_bytes");
+  EXPECT_NEAR(double(budget), fraction * double(stat(capped.out, "unbudgeted_peak_bytes")), 1.0);
+  EXPECT_LE(stat(capped.out, "peak_bytes"), budget) << capped.out;
+  EXPECT_GT(stat(capped.out, "evictions"), 0) << "the hinted budget evicted nothing: the test is vacuous";
+}
+
+TEST_F(TrainMlp, TheHintedBudgetFractionTrains) {
+  const Output help = run(*exe_, {"--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.all();
+  check_hinted_fraction_trains(*exe_, help.out);
+}
+
+TEST(TrainMlpC, TheHintedBudgetFractionTrains) {
+  const std::optional<fs::path> exe = program("train_mlp_c");
+  if (!exe) GTEST_SKIP() << "train_mlp_c was not built (DTR_BUILD_C_API or DTR_BUILD_EXAMPLES off?)";
+  check_hinted_fraction_trains(*exe, std::nullopt);
+}
+
+TEST_F(TrainMlp, LogsEachStepAtInfoLevel) {
+  // Nothing at the default level ...
+  const Output quiet = run(*exe_, {"--steps", "3"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.all();
+  EXPECT_TRUE(step_peaks(quiet.err).empty()) << quiet.err;
+  // ... and at DTR_LOG=info one summary per step (README, Options): its own
+  // peak, evictions, rematerializations and recompute time. With no budget
+  // the highest step peak is the run's.
+  const Output plain = run(*exe_, {"--steps", "3"}, std::nullopt, {{"DTR_LOG", "info"}});
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  auto peaks = step_peaks(plain.err);
+  ASSERT_EQ(peaks.size(), 3u) << plain.err;
+  long long highest = 0;
+  for (const auto& [step, peak] : peaks) highest = std::max(highest, peak);
+  EXPECT_EQ(highest, stat(plain.out, "peak_bytes"));
+  EXPECT_GT(highest, 0);
+
+  // Under a budget each step stays under it, and the steps' counts add up
+  // to the run's.
+  const Output r = run(*exe_, {"--steps", "3", "--budget-fraction", "0.5"}, std::nullopt, {{"DTR_LOG", "info"}});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  peaks = step_peaks(r.err);
+  ASSERT_EQ(peaks.size(), 3u) << r.err;
+  for (const auto& [step, peak] : peaks) {
+    EXPECT_GT(peak, 0) << "step " << step;
+    EXPECT_LE(peak, stat(r.out, "budget_bytes")) << "step " << step;
+  }
+  long long evictions = 0, remats = 0;
+  for (const auto& [step, n] : step_field(r.err, "evictions")) evictions += n;
+  for (const auto& [step, n] : step_field(r.err, "rematerializations")) remats += n;
+  EXPECT_EQ(evictions, stat(r.out, "evictions")) << r.err;
+  EXPECT_EQ(remats, stat(r.out, "rematerializations")) << r.err;
+  EXPECT_GT(evictions, 0);
+  for (const std::string& key : {"recompute_seconds", "step_seconds"}) {
+    for (const std::string& line : lines_of(r.err)) {
+      if (contains(line, "[info] step ")) EXPECT_FALSE(field(line, key).empty()) << key << ": " << line;
+    }
+  }
 }
 
 TEST_F(TrainMlp, BadPlannerFlagsEndWithAMessage) {

@@ -442,7 +442,7 @@ struct PlanFlags {
   bool plan = false;           // print the plan of one training step and exit
   std::string svg;             // write the plan's SVG here (with --plan)
   std::string heuristics;      // heuristics --plan simulates (empty: all six)
-  double max_slowdown = 1.25;  // the slowdown --budget-fraction auto allows
+  double max_slowdown = dtr::remat::kDefaultMaxSlowdown;  // the slowdown --budget-fraction auto allows
 };
 
 /// --budget-fraction and the planner's flags.
@@ -498,7 +498,7 @@ inline void check_budget_flags(const BudgetFlag& budget, const PlanFlags& p) {
 
 /// --plan: plans one training step of a fresh model from `make_step` (after
 /// two warm-up steps; nothing trains), prints the table to stdout and writes
-/// the SVG when --plan-svg was given. The model is built with no budget (one
+/// the SVG when --plan-svg was given (its threshold and pick: --max-slowdown's). The model is built with no budget (one
 /// below what building it needs would fail before the planner lifts it); the
 /// budget in force (DTR_MEMORY_BUDGET) is planned as one more row.
 inline int run_plan(const PlanFlags& p, const StepMaker& make_step, dtr::Device device) {
@@ -513,7 +513,7 @@ inline int run_plan(const PlanFlags& p, const StepMaker& make_step, dtr::Device 
   dtr::remat::set_memory_budget(device, in_force);
   std::fputs(dtr::remat::format_plan(report).c_str(), stdout);
   if (!p.svg.empty()) {
-    dtr::remat::write_plan_svg(report, p.svg);
+    dtr::remat::write_plan_svg(report, p.svg, p.max_slowdown);
     std::printf("plan: wrote %s\n", p.svg.c_str());
   }
   std::fflush(stdout);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -432,9 +433,143 @@ std::string tooltip(const PlanPoint& p) {
                      to_mib(p.peak_bytes));
 }
 
+// ---------------------------------------------------------------- labels
+
+// How a label's text sits on its x: starting there, centred, or ending there.
+enum class Anchor { kStart, kMiddle, kEnd };
+
+// A rectangle of the picture: x0 ≤ x1 and y0 ≤ y1 (y grows downward).
+struct Box {
+  double x0, y0, x1, y1;
+  bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+  bool inside(const Box& o) const { return x0 >= o.x0 && x1 <= o.x1 && y0 >= o.y0 && y1 <= o.y1; }
+};
+
+// The box a line of text covers, estimated for a sans-serif font: 0.64 em
+// a character (DejaVu Sans' digits are 0.636 em wide, most of its letters
+// narrower), 0.8 em above the baseline and 0.25 em below. A viewer whose
+// font runs wider may still touch a neighbour; the estimate errs wide.
+constexpr double kEmPerChar = 0.64, kAscent = 0.8, kDescent = 0.25;
+Box text_box(double x, double y, std::string_view text, double size, Anchor anchor) {
+  // Characters, not bytes: UTF-8 continuation bytes do not count.
+  size_t chars = 0;
+  for (char c : text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+  const double w = kEmPerChar * size * double(chars);
+  const double x0 = anchor == Anchor::kStart ? x : anchor == Anchor::kEnd ? x - w : x - w / 2;
+  return {x0, y - kAscent * size, x0 + w, y + kDescent * size};
+}
+
+// Where a label may go: its baseline's anchor point.
+struct Spot {
+  double x, y;
+  Anchor anchor;
+};
+
+// The labels of one plot, none over another: each label goes to the first
+// of its candidate spots (in order of preference) whose box lies within the
+// plot and overlaps no label placed before it, preferring one that also
+// keeps off the reserved marks (markers, lines, notes); where every spot
+// within the plot meets a label, to the one that covers labels least.
+// Labels placed first get the best spots, so the more important go first.
+class Labels {
+ public:
+  Labels(Svg& svg, Box bounds) : svg_(svg), bounds_(bounds) {}
+
+  /// Keeps labels off `b`: text drawn already (`text`: as off any label),
+  /// else a marker or a line (where they can be).
+  void reserve(const Box& b, bool text = false) { (text ? labels_ : marks_).push_back(b); }
+
+  /// Whether `b` lies within the plot and off every label (and mark, with `marks`).
+  bool clear(const Box& b, bool marks = true) const {
+    return b.inside(bounds_) && covered(labels_, b) == 0 && (!marks || covered(marks_, b) == 0);
+  }
+
+  /// Writes `text` at `size` px at the best spot of `spots`, with `attrs`
+  /// (fill, id, ...) on the element; returns the box it covers.
+  Box place(std::string_view text, double size, const std::vector<Spot>& spots,
+            std::string_view attrs = {}) {
+    DTR_INTERNAL_ASSERT(!spots.empty(), "a label with nowhere to go: {}", text);
+    auto box = [&](const Spot& s) { return text_box(s.x, s.y, text, size, s.anchor); };
+    auto first_where = [&](auto ok) -> const Spot* {
+      for (const Spot& s : spots) {
+        if (ok(box(s))) return &s;
+      }
+      return nullptr;
+    };
+    const Spot* chosen = first_where([&](const Box& b) { return clear(b); });
+    if (chosen == nullptr) chosen = first_where([&](const Box& b) { return clear(b, false); });
+    if (chosen == nullptr) {  // every spot meets a label or leaves the plot: the least covering
+      double best = std::numeric_limits<double>::infinity();
+      for (const Spot& s : spots) {
+        const Box b = box(s);
+        const double cost = covered(labels_, b) + (b.inside(bounds_) ? 0 : 1e6);
+        if (cost < best) best = cost, chosen = &s;
+      }
+    }
+    labels_.push_back(box(*chosen));
+    const std::string_view anchor = chosen->anchor == Anchor::kStart    ? ""
+                                    : chosen->anchor == Anchor::kMiddle ? R"( text-anchor="middle")"
+                                                                        : R"( text-anchor="end")";
+    svg_.text(chosen->x, chosen->y, text,
+              fmt::format(R"(font-size="{}"{}{}{})", num(size), anchor, attrs.empty() ? "" : " ", attrs));
+    return labels_.back();
+  }
+
+ private:
+  // The area of `b` that `boxes` cover (counted again where they overlap).
+  static double covered(const std::vector<Box>& boxes, const Box& b) {
+    double area = 0;
+    for (const Box& t : boxes) {
+      if (t.overlaps(b)) area += (std::min(t.x1, b.x1) - std::max(t.x0, b.x0)) * (std::min(t.y1, b.y1) - std::max(t.y0, b.y0));
+    }
+    return area;
+  }
+
+  Svg& svg_;
+  Box bounds_;
+  std::vector<Box> labels_, marks_;
+};
+
+// Spots beside a marker at (x, y) of radius `r`, nearest first: above
+// right, above left, below right, below left, centred above and below, then
+// the same moved away, 14 px a step up or down and 20 px a step sideways.
+std::vector<Spot> beside(double x, double y, double r) {
+  std::vector<std::pair<double, Spot>> ranked;  // (distance moved, spot)
+  for (int k = 0; k < 8; ++k) {
+    const double up = y - r - 2 - 14.0 * k, down = y + r + 11 + 14.0 * k;
+    for (int j = 0; j < 6; ++j) {
+      const double dx = r + 2 + 20.0 * j, moved = 14.0 * k + 20.0 * j;
+      ranked.push_back({moved, {x + dx, up, Anchor::kStart}});
+      ranked.push_back({moved, {x - dx, up, Anchor::kEnd}});
+      ranked.push_back({moved + 1, {x + dx, down, Anchor::kStart}});
+      ranked.push_back({moved + 1, {x - dx, down, Anchor::kEnd}});
+    }
+    ranked.push_back({14.0 * k + 2, {x, up - 1, Anchor::kMiddle}});
+    ranked.push_back({14.0 * k + 3, {x, down + 1, Anchor::kMiddle}});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Spot> spots;
+  for (const auto& [moved, spot] : ranked) spots.push_back(spot);
+  return spots;
+}
+
+// Spots along a vertical line at x, from `y` stepping by `step` px (up
+// when negative): right of the line, then left.
+std::vector<Spot> along(double x, double y, double step) {
+  std::vector<Spot> spots;
+  for (int k = 0; k < 12; ++k) {
+    spots.push_back({x + 4, y + step * k, Anchor::kStart});
+    spots.push_back({x - 4, y + step * k, Anchor::kEnd});
+  }
+  return spots;
+}
+
+Box square(double x, double y, double r) { return {x - r, y - r, x + r, y + r}; }
+
 // ---------------------------------------------------------------- chart (a)
 
-void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristics, Svg& svg) {
+void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristics, double max_slowdown,
+                    Svg& svg) {
   // The band above the plot where infeasible budgets are marked, one row
   // per heuristic so that markers at one budget do not hide each other.
   constexpr double kBandTop = kChartTop + 2, kRow = 11;
@@ -442,11 +577,17 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
   auto band_y = [&](size_t i) { return kBandTop + 2 + kRow * (double(i) + 0.5); };
   const double plot_top = kBandTop + band_height + 10;
   auto usable = [](const PlanPoint& p) { return std::isfinite(p.fraction) && p.fraction >= 0; };
-  double x_hi = 1, y_hi = 1.5;
+  // The threshold is always on the chart.
+  double x_hi = 1, y_hi = std::max(1.5, max_slowdown * 1.05);
+  bool any_feasible = false, any_below_peak = false;
   for (const auto* list : {&r.points, &r.smallest_feasible}) {
     for (const PlanPoint& p : *list) {
       if (!usable(p)) continue;
       x_hi = std::max(x_hi, p.fraction);
+      if (p.feasible()) {
+        any_feasible = true;
+        any_below_peak |= p.fraction < 1;
+      }
       if (p.feasible() && std::isfinite(p.predicted_slowdown)) {
         y_hi = std::max(y_hi, p.predicted_slowdown * 1.05);
       }
@@ -460,7 +601,7 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
            R"(font-size="15" font-weight="bold")");
   svg.text(kLeft, kChartTop - 8,
            fmt::format("budget as a fraction of the recorded peak ({:.2f} MiB); slowdown on a log "
-                       "scale; infeasible budgets in the top band",
+                       "scale; infeasible budgets above",
                        to_mib(r.peak_bytes)),
            R"(fill="#555")");
 
@@ -487,23 +628,48 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
   svg.text(kLeft - 6, kBandTop + band_height / 2 + 4, "infeasible",
            R"(text-anchor="end" fill="#555" font-size="10")");
 
-  if (r.points.empty() && r.smallest_feasible.empty()) {
-    svg.text((kLeft + kRight) / 2, (plot_top + kChartBottom) / 2, "no budgets simulated",
-             R"(text-anchor="middle" fill="#555")");
+  Labels labels(svg, {kLeft + 2, plot_top + 2, kRight - 2, kChartBottom - 2});
+  // The threshold choose_budget applies, and the budget it picks: the
+  // first heuristic's smallest budget at or under the line.
+  const double ty = y(max_slowdown);
+  svg.line(kLeft, ty, kRight, ty, R"(id="max-slowdown" stroke="#444" stroke-dasharray="2 3" stroke-width="1.5")");
+  labels.reserve({kLeft, ty - 1, kRight, ty + 1});  // no label is struck through by a line
+  const std::optional<int64_t> pick = choose_budget(r, max_slowdown);
+  const PlanPoint* picked = nullptr;
+  if (pick) {
+    for (const auto* list : {&r.points, &r.smallest_feasible}) {
+      for (const PlanPoint& p : *list) {
+        if (p.heuristic != heuristics.front() || !p.feasible() || !usable(p) || p.budget_bytes != *pick) continue;
+        if (picked == nullptr || p.predicted_slowdown < picked->predicted_slowdown) picked = &p;
+      }
+    }
   }
+  double pick_x = 0, pick_y = 0;
+  if (picked != nullptr) {
+    pick_x = x(picked->fraction), pick_y = y(picked->predicted_slowdown);
+    svg.line(pick_x, plot_top, pick_x, kChartBottom,
+             fmt::format(R"(id="auto-pick" stroke="{}" stroke-dasharray="1 3" stroke-width="1.5")", colour(0)));
+    labels.reserve({pick_x - 1, plot_top, pick_x + 1, kChartBottom});
+  }
+  std::string floor_text;
+  double floor_x = 0;
   if (r.peak_bytes > 0 && r.floor_bytes > 0) {
-    double fx = x(double(r.floor_bytes) / double(r.peak_bytes));
-    svg.line(fx, plot_top, fx, kChartBottom,
+    floor_x = x(double(r.floor_bytes) / double(r.peak_bytes));
+    svg.line(floor_x, plot_top, floor_x, kChartBottom,
              R"(id="floor" stroke="#000" stroke-dasharray="5 4" stroke-width="1.5")");
-    bool right = fx < kRight - 110;  // the label beside the line, inside the plot
-    svg.text(right ? fx + 4 : fx - 4, kChartBottom - 6,
-             fmt::format("floor {:.2f} MiB", to_mib(r.floor_bytes)),
-             right ? R"(font-size="11")" : R"(font-size="11" text-anchor="end")");
+    floor_text = fmt::format("floor {:.2f} MiB", to_mib(r.floor_bytes));
+    labels.reserve({floor_x - 1, plot_top, floor_x + 1, kChartBottom});
   }
 
-  Legend legend{svg, plot_top + 6};
-  for (size_t i = 0; i < heuristics.size(); ++i) {
-    Heuristic h = heuristics[i];
+  // The curves, the first heuristic's (choose_budget's) last: it is drawn
+  // over the others, heavier and on a white halo, so none hides it.
+  std::vector<size_t> order;
+  for (size_t i = 1; i < heuristics.size(); ++i) order.push_back(i);
+  if (!heuristics.empty()) order.push_back(0);
+  std::vector<std::pair<size_t, const PlanPoint*>> smallest;  // (heuristic index, point) to label
+  for (size_t i : order) {
+    const Heuristic h = heuristics[i];
+    const bool first = i == 0;
     std::string name = xml_escape(heuristic_name(h));
     std::vector<const PlanPoint*> line;
     for (const PlanPoint& p : r.points) {
@@ -525,29 +691,122 @@ void slowdown_chart(const PlanReport& r, const std::vector<Heuristic>& heuristic
       if (!points.empty()) points += ' ';
       points += fmt::format("{},{}", num(x(p->fraction)), num(y(p->predicted_slowdown)));
     }
-    svg.add(R"(<polyline id="slowdown-{}" class="slowdown" points="{}" fill="none" stroke="{}" stroke-width="2"/>)",
-            name, points, colour(i));
+    if (first) {
+      svg.add(R"(<polyline class="halo" points="{}" fill="none" stroke="white" stroke-width="7"/>)", points);
+    }
+    svg.add(R"(<polyline id="slowdown-{}" class="slowdown" points="{}" fill="none" stroke="{}" stroke-width="{}"/>)",
+            name, points, colour(i), first ? 3.5 : 2);
+    const double radius = first ? 4.5 : 3.5;
     for (const PlanPoint* p : line) {
-      svg.add("{}", with_tooltip(fmt::format(R"(<circle class="point" cx="{}" cy="{}" r="3.5" fill="{}"/>)",
-                                             num(x(p->fraction)), num(y(p->predicted_slowdown)),
-                                             colour(i)),
+      const double px = x(p->fraction), py = y(p->predicted_slowdown);
+      svg.add("{}", with_tooltip(fmt::format(R"(<circle class="point" cx="{}" cy="{}" r="{}" fill="{}"{}/>)",
+                                             num(px), num(py), num(radius), colour(i),
+                                             first ? R"( stroke="white" stroke-width="1")" : ""),
                                  tooltip(*p)));
+      labels.reserve(square(px, py, radius));
     }
     const PlanPoint* best = smallest_feasible_of(r, h);
     if (best != nullptr && best->feasible() && usable(*best)) {
-      double bx = x(best->fraction), by = y(best->predicted_slowdown);
+      const double bx = x(best->fraction), by = y(best->predicted_slowdown);
       svg.add("{}", with_tooltip(diamond(bx, by, colour(i), "smallest-feasible"),
                                  "smallest feasible: " + tooltip(*best)));
-      bool right = bx < kRight - 80;
-      svg.text(right ? bx + 9 : bx - 9, by - 8, fmt::format("{:.2f} MiB", to_mib(best->budget_bytes)),
-               fmt::format(R"(font-size="11" fill="{}"{})", colour(i),
-                           right ? "" : R"( text-anchor="end")"));
+      labels.reserve(square(bx, by, 7));
+      smallest.emplace_back(i, best);
     }
-    legend.row(legend.line_swatch(fmt::format(R"(stroke="{}" stroke-width="2")", colour(i))),
-               heuristic_name(h));
+  }
+  if (picked != nullptr) {
+    svg.add("{}", with_tooltip(fmt::format(R"(<circle id="auto-pick-point" cx="{}" cy="{}" r="9" fill="none" stroke="{}" stroke-width="2"/>)",
+                                           num(pick_x), num(pick_y), colour(0)),
+                               fmt::format("choose_budget at max slowdown {}x: {}", max_slowdown, tooltip(*picked))));
+    labels.reserve(square(pick_x, pick_y, 9));
+  }
+
+  // The labels, most important first: the pick, the threshold, why there
+  // is no curve (if so), the first heuristic's smallest feasible budget,
+  // the floor, the others'.
+  if (picked != nullptr) {
+    labels.place(fmt::format("auto: {:.2f} MiB", to_mib(picked->budget_bytes)), 11,
+                 along(pick_x, plot_top + 14, 14),
+                 fmt::format(R"(id="auto-pick-label" font-weight="bold" fill="{}")", colour(0)));
+  }
+  labels.place(pick || !any_feasible ? fmt::format("max slowdown {}x", max_slowdown)
+                                     : fmt::format("max slowdown {}x: no budget within it", max_slowdown),
+               11,
+               {{kRight - 4, ty - 5, Anchor::kEnd}, {kRight - 4, ty + 14, Anchor::kEnd},
+                {kLeft + 4, ty - 5, Anchor::kStart}, {kLeft + 4, ty + 14, Anchor::kStart}},
+               R"(id="max-slowdown-label" fill="#444")");
+  // A chart with no curve says why, near the middle of the plot, off its lines.
+  std::vector<std::string> why;
+  if (r.points.empty() && r.smallest_feasible.empty()) {
+    why.push_back("no budgets simulated");
+  } else if (!any_feasible) {
+    why.push_back("no budget simulated is feasible: each ran out of memory or thrashed");
+  } else if (!any_below_peak) {
+    why.push_back("no budget below the recorded peak is feasible");
+  }
+  if (!why.empty() && r.peak_bytes > 0 && r.floor_bytes > 0 && why.front() != "no budgets simulated") {
+    why.push_back(fmt::format("the floor (bytes never evictable) is {:.2f} MiB, {:.3f} of the peak",
+                              to_mib(r.floor_bytes), double(r.floor_bytes) / double(r.peak_bytes)));
+  }
+  const double mid_x = (kLeft + kRight) / 2;
+  auto why_y = [&](size_t k, double dy) {
+    return (plot_top + kChartBottom) / 2 + dy + 18.0 * (double(k) - double(why.size() - 1) / 2);
+  };
+  std::optional<double> why_dy;  // off the lines if it can be, else off the labels
+  for (const bool marks : {true, false}) {
+    for (double dy : {0.0, 30.0, -30.0, 60.0, -60.0, 90.0, -90.0}) {
+      bool clear = !why_dy.has_value();
+      for (size_t k = 0; k < why.size(); ++k) {
+        clear = clear && labels.clear(text_box(mid_x, why_y(k, dy), why[k], 13, Anchor::kMiddle), marks);
+      }
+      if (clear) why_dy = dy;
+    }
+  }
+  for (size_t k = 0; k < why.size(); ++k) {
+    labels.place(why[k], 13, {{mid_x, why_y(k, why_dy.value_or(0)), Anchor::kMiddle}},
+                 k == 0 ? R"(class="why-empty" fill="#333")" : R"(class="why-empty" fill="#555")");
+  }
+
+  // Smallest feasible budgets: one label for diamonds that coincide with the
+  // same budget (heuristics often share their smallest feasible budget).
+  std::vector<std::tuple<std::string, double, double>> labelled;
+  auto label_smallest = [&](size_t i, const PlanPoint& p) {
+    const std::string text = fmt::format("{:.2f} MiB", to_mib(p.budget_bytes));
+    const double bx = x(p.fraction), by = y(p.predicted_slowdown);
+    for (const auto& [t, lx, ly] : labelled) {
+      if (t == text && std::abs(lx - bx) < 16 && std::abs(ly - by) < 16) return;
+    }
+    labelled.emplace_back(text, bx, by);
+    const Box b = labels.place(text, 11, beside(bx, by, 7),
+                               fmt::format(R"(class="smallest-feasible-label" fill="{}")", colour(i)));
+    // A label moved away from its diamond gets a leader line to it.
+    const double nx = std::clamp(bx, b.x0, b.x1), ny = std::clamp(by, b.y0, b.y1);
+    const double d = std::hypot(nx - bx, ny - by);
+    if (d > 16) {
+      svg.line(bx + (nx - bx) * 8 / d, by + (ny - by) * 8 / d, nx, ny,
+               fmt::format(R"(class="leader" stroke="{}" stroke-width="0.8")", colour(i)));
+    }
+  };
+  for (const auto& [i, p] : smallest) {
+    if (i == 0) label_smallest(i, *p);
+  }
+  if (!floor_text.empty()) labels.place(floor_text, 11, along(floor_x, kChartBottom - 6, -14), R"(id="floor-label")");
+  for (const auto& [i, p] : smallest) {
+    if (i != 0) label_smallest(i, *p);
+  }
+
+  Legend legend{svg, plot_top + 6};
+  for (size_t i = 0; i < heuristics.size(); ++i) {
+    legend.row(legend.line_swatch(fmt::format(R"(stroke="{}" stroke-width="{}")", colour(i), i == 0 ? 3.5 : 2)),
+               i == 0 ? fmt::format("{} (auto)", heuristic_name(heuristics[i]))
+                      : std::string(heuristic_name(heuristics[i])));
   }
   legend.y += 6;
   legend.row(diamond(Legend::kX + 11, legend.y, "#444", "legend"), "smallest feasible");
+  legend.row(fmt::format(R"(<circle class="legend" cx="{}" cy="{}" r="7" fill="none" stroke="{}" stroke-width="2"/>)",
+                         num(Legend::kX + 11), num(legend.y), colour(0)),
+             "auto's pick");
+  legend.row(legend.line_swatch(R"(stroke="#444" stroke-dasharray="2 3" stroke-width="1.5")"), "max slowdown");
   legend.row(cross(Legend::kX + 11, legend.y, "#444", "legend"), "out of memory");
   legend.row(triangle(Legend::kX + 11, legend.y, "#444", "legend"), "thrash");
   legend.row(legend.line_swatch(R"(stroke="#000" stroke-dasharray="5 4")"), "floor");
@@ -651,9 +910,6 @@ void timeline_chart(const PlanReport& r, Svg& svg) {
   if (b.budget_bytes > 0) {
     svg.line(kLeft, y(double(b.budget_bytes)), kRight, y(double(b.budget_bytes)),
              fmt::format(R"(id="timeline-budget" stroke="{}" stroke-dasharray="6 4")", kBudget));
-    svg.text(kRight - 4, y(double(b.budget_bytes)) - 5,
-             fmt::format("budget {:.2f} MiB", to_mib(b.budget_bytes)),
-             fmt::format(R"(text-anchor="end" font-size="11" fill="{}")", kBudget));
   }
   svg.add(R"(<polyline id="timeline-unbudgeted" class="timeline" points="{}" fill="none" stroke="{}" stroke-width="1.5"/>)",
           polyline_points(ub, x, y), kUnbudgeted);
@@ -666,6 +922,7 @@ void timeline_chart(const PlanReport& r, Svg& svg) {
   svg.text(kRight + 4, kPlotBottom + 12, "evictions", R"(font-size="10" fill="#555")");
   svg.text(kRight + 4, kPlotBottom + 26, "replays", R"(font-size="10" fill="#555")");
 
+  Labels labels(svg, {kLeft + 2, kPlotTop + 2, kRight - 2, kPlotBottom - 2});
   if (std::optional<size_t> i = peak_index(b)) {
     double px = x(double(tick_at(b, *i))), py = y(double(b.resident_bytes[*i]));
     svg.add(R"(<circle id="timeline-budgeted-peak" cx="{}" cy="{}" r="3.5" fill="{}"/>)", num(px),
@@ -682,9 +939,12 @@ void timeline_chart(const PlanReport& r, Svg& svg) {
       const PeakShare& s = r.peak_by_op[k];
       lines.push_back(fmt::format("{}: {:.2f} MiB ({} storages)", s.op, to_mib(s.bytes), s.storages));
     }
-    size_t chars = 0;
-    for (const std::string& l : lines) chars = std::max(chars, l.size());
-    double w = 6.2 * double(chars) + 12, h = 15.0 * double(lines.size()) + 8;
+    double text_w = 0;
+    for (const std::string& l : lines) {
+      const Box t = text_box(0, 0, l, 11, Anchor::kStart);
+      text_w = std::max(text_w, t.x1 - t.x0);
+    }
+    double w = text_w + 12, h = 15.0 * double(lines.size()) + 8;
     bool left = px > (kLeft + kRight) / 2;  // the box goes toward the middle
     double bx = std::clamp(left ? px - 10 - w : px + 10, kLeft + 2, kRight - 2 - w);
     double by = std::clamp(py + 8, kPlotTop + 2, kPlotBottom - 2 - h);
@@ -695,6 +955,19 @@ void timeline_chart(const PlanReport& r, Svg& svg) {
                k == 0 ? R"(font-weight="bold" font-size="11")" : R"(font-size="11")");
     }
     svg.add("</g>");
+    labels.reserve({bx, by, bx + w, by + h}, /*text=*/true);
+  }
+  if (b.budget_bytes > 0) {  // its label on the line, clear of the peak's note
+    const double yb = y(double(b.budget_bytes));
+    std::vector<Spot> spots;
+    for (double at : {1.0, 0.0, 2.0 / 3, 1.0 / 3}) {
+      const double lx = kLeft + 4 + at * (kRight - kLeft - 8);
+      const Anchor a = at == 1.0 ? Anchor::kEnd : Anchor::kStart;
+      spots.push_back({lx, yb - 5, a});
+      spots.push_back({lx, yb + 14, a});
+    }
+    labels.place(fmt::format("budget {:.2f} MiB", to_mib(b.budget_bytes)), 11, spots,
+                 fmt::format(R"(id="timeline-budget-label" fill="{}")", kBudget));
   }
 
   Legend legend{svg, kPlotTop + 6};
@@ -742,7 +1015,10 @@ std::string format_plan(const PlanReport& report) {
   return out;
 }
 
-std::string plan_svg(const PlanReport& report) {
+std::string plan_svg(const PlanReport& report, double max_slowdown) {
+  DTR_CHECK(max_slowdown >= 1, ValueError,
+            "plan_svg: max_slowdown must be at least 1 (no budget runs faster than none), got {}",
+            max_slowdown);
   std::vector<Heuristic> heuristics = heuristics_of(report);
   Svg svg;
   svg.add(R"(<?xml version="1.0" encoding="UTF-8" standalone="no"?>)");
@@ -753,7 +1029,7 @@ std::string plan_svg(const PlanReport& report) {
   svg.add("<title>{}</title>", xml_escape(title));
   svg.add(R"(<rect width="{}" height="{}" fill="white"/>)", num(kWidth), num(kHeight));
   svg.add(R"(<g id="slowdown-chart">)");
-  slowdown_chart(report, heuristics, svg);
+  slowdown_chart(report, heuristics, max_slowdown, svg);
   svg.add("</g>");
   svg.add(R"(<g id="timeline-chart">)");
   timeline_chart(report, svg);
@@ -762,8 +1038,8 @@ std::string plan_svg(const PlanReport& report) {
   return std::move(svg.out);
 }
 
-void write_plan_svg(const PlanReport& report, const std::string& path) {
-  std::string doc = plan_svg(report);
+void write_plan_svg(const PlanReport& report, const std::string& path, double max_slowdown) {
+  std::string doc = plan_svg(report, max_slowdown);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   DTR_CHECK(f != nullptr, ValueError, "write_plan_svg: cannot open '{}' for writing: {}", path,
             std::strerror(errno));

@@ -160,6 +160,10 @@ PlanReport plan(const std::function<void()>& step, const PlanOptions& options = 
 /// plan() with `fractions` as the budgets.
 PlanReport plan(const std::function<void()>& step, const std::vector<double>& fractions);
 
+/// The slowdown a plan allows where nothing says otherwise: the examples'
+/// --max-slowdown default, and the threshold plan_svg marks by default.
+inline constexpr double kDefaultMaxSlowdown = 1.25;
+
 /// The smallest budget in `report` (grid points and bisection results, for
 /// the first heuristic) whose predicted slowdown is at most `max_slowdown`;
 /// nullopt when none is. Throws ValueError for max_slowdown < 1.
@@ -170,13 +174,18 @@ std::optional<int64_t> choose_budget(const PlanReport& report, double max_slowdo
 /// feasible budgets, and what is resident at the peak.
 std::string format_plan(const PlanReport& report);
 /// The report as a standalone SVG document: predicted slowdown against
-/// budget for each heuristic (floor and smallest feasible budgets marked),
-/// and the memory timeline, unbudgeted and budgeted, with evictions and
-/// replays marked and the peak annotated by producing op.
-std::string plan_svg(const PlanReport& report);
-/// Writes plan_svg(report) to `path`. Throws ValueError naming the path
-/// when it cannot be written.
-void write_plan_svg(const PlanReport& report, const std::string& path);
+/// budget for each heuristic (floor and smallest feasible budgets marked;
+/// the first heuristic, the one choose_budget reads, drawn over the others),
+/// the `max_slowdown` threshold and the budget choose_budget picks under it,
+/// a sentence where no curve can be drawn; and the memory timeline,
+/// unbudgeted and budgeted, with evictions and replays marked and the peak
+/// annotated by producing op. Labels are placed so that none covers another.
+/// Throws ValueError for max_slowdown < 1.
+std::string plan_svg(const PlanReport& report, double max_slowdown = kDefaultMaxSlowdown);
+/// Writes plan_svg(report, max_slowdown) to `path`. Throws ValueError
+/// naming the path when it cannot be written.
+void write_plan_svg(const PlanReport& report, const std::string& path,
+                    double max_slowdown = kDefaultMaxSlowdown);
 
 /// DTR_PLAN=path (called once, by Runtime::global() as it starts): records
 /// every call of the op path into `rt` until exit, then plans the run as

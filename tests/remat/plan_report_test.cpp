@@ -508,6 +508,211 @@ TEST(PlanReport, SvgDownsamplesALongTimelineKeepingThePeak) {
   EXPECT_LE(std::count(d.begin(), d.end(), 'M'), 1000);
 }
 
+// ---- the SVG as a reader sees it -----------------------------------------------------
+
+// The box a <text> covers, estimated for a sans-serif font: 0.64 em a
+// character (DejaVu Sans' digits are 0.636 em wide), 0.8 em above the
+// baseline, 0.25 em below; the size from font-size, else the root's 12.
+struct TextBox {
+  double x0, y0, x1, y1;
+  std::string text;
+};
+std::vector<TextBox> text_boxes(const Parsed& p) {
+  std::vector<TextBox> out;
+  for (const Element* t : find_all(p, "text")) {
+    if (!t->attr("transform").empty()) continue;  // the rotated axis title
+    const double size = t->attr("font-size").empty() ? 12 : std::stod(t->attr("font-size"));
+    size_t chars = 0;
+    for (char c : t->text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+    const double w = 0.64 * size * double(chars), x = std::stod(t->attr("x")), y = std::stod(t->attr("y"));
+    const std::string anchor = t->attr("text-anchor");
+    const double x0 = anchor == "end" ? x - w : anchor == "middle" ? x - w / 2 : x;
+    out.push_back({x0, y - 0.8 * size, x0 + w, y + 0.25 * size, t->text});
+  }
+  return out;
+}
+
+// Fails for every two texts whose boxes overlap and every text that leaves the picture.
+void expect_no_text_overlaps(const Parsed& p) {
+  const std::vector<std::string> view = words(p.elements[0].attr("viewBox"));
+  ASSERT_EQ(view.size(), 4u);
+  const double width = std::stod(view[2]), height = std::stod(view[3]);
+  const std::vector<TextBox> boxes = text_boxes(p);
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const TextBox& a = boxes[i];
+    EXPECT_TRUE(a.x0 >= 0 && a.x1 <= width && a.y0 >= 0 && a.y1 <= height) << "'" << a.text << "' leaves the picture";
+    for (size_t j = i + 1; j < boxes.size(); ++j) {
+      const TextBox& b = boxes[j];
+      EXPECT_FALSE(a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1)
+          << "'" << a.text << "' at (" << a.x0 << ", " << a.y1 << ") overlaps '" << b.text << "' at (" << b.x0
+          << ", " << b.y1 << ")";
+    }
+  }
+}
+
+// Six heuristics whose curves run close together and whose smallest
+// feasible budgets lie within a few pixels of each other (labels such as
+// 10.30 and 12.98 MiB were once written over each other), by the floor.
+PlanReport crowded_report() {
+  PlanReport r = full_report();
+  r.points.clear();
+  r.smallest_feasible.clear();
+  const Heuristic hs[] = {Heuristic::kDtrEq, Heuristic::kDtr, Heuristic::kDtrLocal,
+                          Heuristic::kLru, Heuristic::kSize, Heuristic::kMsps};
+  // (fraction, slowdown) of each smallest feasible budget; size and msps
+  // share one grid point.
+  const std::pair<double, double> best[] = {{0.1030, 2.0}, {0.1298, 2.05}, {0.12, 2.6},
+                                            {0.125, 1.9},  {0.3, 1.35},    {0.3, 1.35}};
+  for (size_t k = 0; k < std::size(hs); ++k) {
+    for (int i = 0; i < 10; ++i) {
+      const double f = 1.0 - 0.1 * i;
+      r.points.push_back(point(hs[k], f, f >= 0.3 ? PlanOutcome::kFeasible : PlanOutcome::kOutOfMemory,
+                               1 + (1 - f) * (0.5 + 0.05 * double(k))));
+    }
+    PlanPoint b = point(hs[k], best[k].first, PlanOutcome::kFeasible, best[k].second);
+    b.budget_bytes = std::llround(best[k].first * 100 * double(kMiB));
+    r.smallest_feasible.push_back(b);
+  }
+  r.floor_bytes = 10 * kMiB;
+  return r;
+}
+
+TEST(PlanReport, SvgLabelsNeverOverlap) {
+  for (const PlanReport& r : {full_report(), crowded_report()}) {
+    SCOPED_TRACE(r.points.size());
+    const Parsed p = parse_valid_svg(plan_svg(r));
+    expect_no_text_overlaps(p);
+    if (r.points.size() != 60) continue;
+    // Every smallest feasible budget is named once; size and msps share one.
+    std::map<std::string, int> named;
+    for (const Element* t : find_all(p, "text", "smallest-feasible-label")) ++named[t->text];
+    EXPECT_EQ(named, (std::map<std::string, int>{{"10.30 MiB", 1}, {"12.98 MiB", 1}, {"12.00 MiB", 1},
+                                                 {"12.50 MiB", 1}, {"30.00 MiB", 1}}));
+  }
+  // Heuristics sharing one smallest feasible budget at one spot share its label.
+  PlanReport same = full_report();
+  for (PlanPoint& b : same.smallest_feasible) b = point(b.heuristic, 0.3, PlanOutcome::kFeasible, 1.35);
+  const Parsed p = parse_valid_svg(plan_svg(same));
+  expect_no_text_overlaps(p);
+  size_t labels = 0;
+  for (const Element* t : find_all(p, "text")) labels += t->text == "30.00 MiB";
+  EXPECT_EQ(labels, 1u);
+}
+
+TEST(PlanReport, SvgDrawsTheFirstHeuristicOverTheOthers) {
+  // The first heuristic of the report is the one choose_budget reads: its
+  // curve and points come last (on top), heavier than the others'.
+  for (Heuristic first : {Heuristic::kDtrEq, Heuristic::kLru}) {
+    PlanReport r = crowded_report();
+    std::stable_partition(r.points.begin(), r.points.end(), [&](const PlanPoint& q) { return q.heuristic == first; });
+    const std::string name(heuristic_name(first));
+    SCOPED_TRACE(name);
+    const Parsed p = parse_valid_svg(plan_svg(r));
+    const std::vector<const Element*> curves = find_all(p, "polyline", "slowdown");
+    ASSERT_EQ(curves.size(), 6u);
+    EXPECT_EQ(curves.back()->attr("id"), "slowdown-" + name);
+    const double heavy = std::stod(curves.back()->attr("stroke-width"));
+    for (size_t i = 0; i + 1 < curves.size(); ++i) EXPECT_LT(std::stod(curves[i]->attr("stroke-width")), heavy);
+    const std::string own = curves.back()->attr("stroke");
+    for (size_t i = 0; i + 1 < curves.size(); ++i) EXPECT_NE(curves[i]->attr("stroke"), own);
+    // Its points are the last drawn.
+    const size_t n = size_t(std::count_if(r.points.begin(), r.points.end(), [&](const PlanPoint& q) {
+      return q.heuristic == first && q.feasible();
+    }));
+    const std::vector<const Element*> points = find_all(p, "circle", "point");
+    ASSERT_GE(points.size(), n);
+    ASSERT_GE(n, 7u);
+    for (size_t i = 0; i < points.size(); ++i) {
+      EXPECT_EQ(points[i]->attr("fill") == own, i >= points.size() - n) << i;
+    }
+    // The legend says which curve it is.
+    bool legend = false;
+    for (const Element* t : find_all(p, "text")) legend |= t->text == name + " (auto)";
+    EXPECT_TRUE(legend);
+  }
+}
+
+// The texts of the class `cls`, in document order.
+std::vector<std::string> texts_of(const Parsed& p, const std::string& cls) {
+  std::vector<std::string> out;
+  for (const Element* t : find_all(p, "text", cls)) out.push_back(t->text);
+  return out;
+}
+
+TEST(PlanReport, SvgSaysWhyWhenNoCurveCanBeDrawn) {
+  PlanReport none = full_report();
+  for (PlanPoint& pt : none.points) pt.outcome = PlanOutcome::kOutOfMemory;
+  for (PlanPoint& pt : none.smallest_feasible) pt.outcome = PlanOutcome::kOutOfMemory;
+  Parsed p = parse_valid_svg(plan_svg(none));
+  EXPECT_EQ(texts_of(p, "why-empty"),
+            (std::vector<std::string>{"no budget simulated is feasible: each ran out of memory or thrashed",
+                                      "the floor (bytes never evictable) is 30.00 MiB, 0.300 of the peak"}));
+  expect_no_text_overlaps(p);
+
+  // Feasible at the peak only: a curve of one point.
+  PlanReport peak_only = full_report();
+  for (PlanPoint& pt : peak_only.points) {
+    if (pt.fraction < 0.99) pt.outcome = PlanOutcome::kOutOfMemory;
+  }
+  for (PlanPoint& pt : peak_only.smallest_feasible) pt = point(pt.heuristic, 1.0, PlanOutcome::kFeasible, 1.0);
+  peak_only.floor_bytes = peak_only.peak_bytes;
+  p = parse_valid_svg(plan_svg(peak_only));
+  EXPECT_EQ(texts_of(p, "why-empty"),
+            (std::vector<std::string>{"no budget below the recorded peak is feasible",
+                                      "the floor (bytes never evictable) is 100.00 MiB, 1.000 of the peak"}));
+  expect_no_text_overlaps(p);
+
+  EXPECT_EQ(texts_of(parse_valid_svg(plan_svg(PlanReport{})), "why-empty"),
+            std::vector<std::string>{"no budgets simulated"});
+  EXPECT_TRUE(texts_of(parse_valid_svg(plan_svg(full_report())), "why-empty").empty());
+}
+
+TEST(PlanReport, SvgMarksTheMaxSlowdownAndTheBudgetChooseBudgetPicks) {
+  const PlanReport r = full_report();
+  // dtr_eq's curve, left to right: 0.4 (1.3x), 0.5 (1.25x), 0.6 (1.1x), ..., 1.0 (1x).
+  for (const auto& [limit, at] : std::vector<std::pair<double, size_t>>{{1.25, 1}, {1.1, 2}, {1.0, 6}}) {
+    SCOPED_TRACE(limit);
+    const Parsed p = parse_valid_svg(limit == kDefaultMaxSlowdown ? plan_svg(r) : plan_svg(r, limit));
+    const std::vector<Point> curve = points_of(*by_id(p, "slowdown-dtr_eq"));
+    ASSERT_EQ(curve.size(), 7u);
+    const Element* line = by_id(p, "max-slowdown");
+    ASSERT_NE(line, nullptr);
+    EXPECT_EQ(line->attr("y1"), line->attr("y2"));  // horizontal, through the point at the limit
+    EXPECT_NEAR(std::stod(line->attr("y1")), curve[at].y, 0.01);
+    const Element* label = by_id(p, "max-slowdown-label");
+    ASSERT_NE(label, nullptr);
+    EXPECT_EQ(label->text, fmt::format("max slowdown {}x", limit));
+
+    const std::optional<int64_t> pick = choose_budget(r, limit);
+    ASSERT_TRUE(pick.has_value());
+    const Element* pick_line = by_id(p, "auto-pick");
+    const Element* ring = by_id(p, "auto-pick-point");
+    ASSERT_NE(pick_line, nullptr);
+    ASSERT_NE(ring, nullptr);
+    EXPECT_EQ(pick_line->attr("x1"), pick_line->attr("x2"));  // vertical, at the picked budget
+    EXPECT_NEAR(std::stod(pick_line->attr("x1")), curve[at].x, 0.01);
+    EXPECT_NEAR(std::stod(ring->attr("cx")), curve[at].x, 0.01);
+    EXPECT_NEAR(std::stod(ring->attr("cy")), curve[at].y, 0.01);
+    ASSERT_NE(by_id(p, "auto-pick-label"), nullptr);
+    EXPECT_EQ(by_id(p, "auto-pick-label")->text, fmt::format("auto: {:.2f} MiB", double(*pick) / double(kMiB)));
+    expect_no_text_overlaps(p);
+  }
+
+  // Nothing within the limit: the line, no pick, and the label says so.
+  PlanReport slow = full_report();
+  for (PlanPoint& pt : slow.points) pt.predicted_slowdown += 0.5;
+  for (PlanPoint& pt : slow.smallest_feasible) pt.predicted_slowdown += 0.5;
+  ASSERT_FALSE(choose_budget(slow, 1.25).has_value());
+  const Parsed p = parse_valid_svg(plan_svg(slow));
+  ASSERT_NE(by_id(p, "max-slowdown"), nullptr);
+  EXPECT_EQ(by_id(p, "auto-pick"), nullptr);
+  EXPECT_EQ(by_id(p, "auto-pick-point"), nullptr);
+  EXPECT_EQ(by_id(p, "max-slowdown-label")->text, "max slowdown 1.25x: no budget within it");
+
+  EXPECT_THROW(plan_svg(r, 0.5), ValueError);
+  EXPECT_THROW(plan_svg(r, std::nan("")), ValueError);
+}
+
 // ---- write_plan_svg ---------------------------------------------------------------
 
 TEST(PlanReport, WritePlanSvgWritesTheDocument) {

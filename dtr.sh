@@ -26,7 +26,7 @@
 #                    benchmarks/results/quick/ (7–9 minutes). Nothing
 #                    else may run on the machine meanwhile.
 #   ./dtr.sh smoke   setup, configure as build does, build examples/train_mlp
-#                    alone and train it 20 steps under 0.8 of its peak: a
+#                    alone and train it 20 steps under half its peak: a
 #                    quick proof that an install works
 #   ./dtr.sh fresh-check [--mirror URL]...  run `./dtr.sh smoke` in a clean
 #                    clone of HEAD inside a brand-new minimal Debian 12 root
@@ -113,8 +113,10 @@ configure_and_build() {
   done
   local launcher=()
   # ccache, where installed, for C++ and CUDA alike (a rebuild after a small
-  # change then costs what the change costs).
+  # change then costs what the change costs). Paths under the checkout are
+  # hashed relative to it, so another clone (CI's) hits the same cache.
   if command -v ccache >/dev/null; then
+    export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${args[@]}"
@@ -301,8 +303,8 @@ fuzz() {
 
 # smoke: the shortest proof that set-up, configure, compile, link and run
 # work: the configure of `build` (the Python package required, so a missing
-# header or nanobind fails here too), one example built, trained on
-# Fashion-MNIST for 20 steps under 0.8 of its peak (evictions happen).
+# header or nanobind fails here too), one example built, trained for 20
+# steps under half its peak (evictions and rematerializations happen).
 smoke() {
   setup
   python_env
@@ -313,8 +315,8 @@ smoke() {
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DPython_EXECUTABLE="$PWD/$VENV/bin/python" \
     -DDTR_BUILD_PYTHON=ON
   cmake --build build -j"$JOBS" --target train_mlp
-  log "smoke test: build/examples/train_mlp --steps 20 --batch 1024 --budget-fraction 0.8"
-  build/examples/train_mlp --steps 20 --batch 1024 --budget-fraction 0.8
+  log "smoke test: build/examples/train_mlp --steps 20 --budget-fraction 0.5"
+  build/examples/train_mlp --steps 20 --budget-fraction 0.5
 }
 
 # fresh-check [--mirror URL]...: `./dtr.sh smoke` as a new user on a new

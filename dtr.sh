@@ -25,11 +25,12 @@
 #                    point, dtr and PyTorch alternated, into
 #                    benchmarks/results/quick/ (7–9 minutes). Nothing
 #                    else may run on the machine meanwhile.
-#   ./dtr.sh smoke   setup, configure as build does, build examples/train_mlp
-#                    alone and train it 20 steps under half its peak: a
-#                    quick proof that an install works
-#   ./dtr.sh fresh-check [--mirror URL]...  run `./dtr.sh smoke` in a clean
-#                    clone of HEAD inside a brand-new minimal Debian 12 root
+#   ./dtr.sh smoke [TARGET...]  setup, configure as build does, build
+#                    TARGETs (default: examples/train_mlp alone) and train
+#                    train_mlp 20 steps under half its peak: a quick proof
+#                    that an install works
+#   ./dtr.sh fresh-check [--mirror URL]...  run `./dtr.sh smoke all` in a
+#                    clean clone of HEAD inside a brand-new minimal Debian 12 root
 #                    (mmdebstrap; chroot, so as root): a package the build
 #                    needs that setup does not install fails it. The base
 #                    root, apt's downloads and a ccache are kept in
@@ -78,7 +79,14 @@ setup() {
   fi
   log "installing: ${missing[*]}"
   local sudo=()
-  if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null; then
+      echo "dtr.sh: these packages are missing and installing them needs root: ${missing[*]}" >&2
+      echo "dtr.sh: run './dtr.sh setup' as root (or install sudo), or install them with apt-get" >&2
+      exit 1
+    fi
+    sudo=(sudo)
+  fi
   "${sudo[@]}" apt-get update
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 }
@@ -301,10 +309,11 @@ fuzz() {
   tests/fuzz/run.sh build-asan "${1:-60}" "${@:2}"
 }
 
-# smoke: the shortest proof that set-up, configure, compile, link and run
-# work: the configure of `build` (the Python package required, so a missing
-# header or nanobind fails here too), one example built, trained for 20
-# steps under half its peak (evictions and rematerializations happen).
+# smoke [TARGET...]: the shortest proof that set-up, configure, compile, link
+# and run work: the configure of `build` (the Python package required, so a
+# missing header or nanobind fails here too), TARGETs built (default
+# train_mlp; fresh-check builds all), train_mlp trained for 20 steps under
+# half its peak (evictions and rematerializations happen).
 smoke() {
   setup
   python_env
@@ -314,13 +323,17 @@ smoke() {
   fi
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DPython_EXECUTABLE="$PWD/$VENV/bin/python" \
     -DDTR_BUILD_PYTHON=ON
-  cmake --build build -j"$JOBS" --target train_mlp
+  local targets=("${@:-train_mlp}")
+  [[ " ${targets[*]} " == *" all "* || " ${targets[*]} " == *" train_mlp "* ]] || targets+=(train_mlp)
+  cmake --build build -j"$JOBS" --target "${targets[@]}"
   log "smoke test: build/examples/train_mlp --steps 20 --budget-fraction 0.5"
   build/examples/train_mlp --steps 20 --budget-fraction 0.5
 }
 
-# fresh-check [--mirror URL]...: `./dtr.sh smoke` as a new user on a new
-# machine would run it. The base root (mmdebstrap --variant=apt: apt and the
+# fresh-check [--mirror URL]...: `./dtr.sh smoke all` (every target of the
+# README's configure, the tests included, then the smoke test) as a new user
+# on a new machine would run it. The root has no CUDA toolkit (not a Debian
+# package), so a CUDA header included outside `#if DTR_HAVE_CUDA` fails it. The base root (mmdebstrap --variant=apt: apt and the
 # Essential packages, nothing else) is made once and copied for each run;
 # apt's downloaded .debs and a ccache live beside it and are bind-mounted in,
 # which saves the downloads and compiles but never an install: a package
@@ -340,6 +353,10 @@ fresh_check() {
   done
   if [[ $(id -u) -ne 0 ]]; then
     echo "dtr.sh fresh-check: needs root (mmdebstrap, chroot and bind mounts); run it with sudo" >&2
+    exit 2
+  fi
+  if ! command -v git >/dev/null || ! git rev-parse --git-dir >/dev/null 2>&1; then
+    echo "dtr.sh fresh-check: needs git and a git checkout (it clones HEAD into the root)" >&2
     exit 2
   fi
   if ! command -v mmdebstrap >/dev/null; then
@@ -384,13 +401,13 @@ fresh_check() {
   mount --bind "$FRESH_CACHE/apt-archives" "$root/var/cache/apt/archives"
   mount --bind "$FRESH_CACHE/ccache" "$root/root/.cache/ccache"
   mount --bind "$FRESH_CACHE/pip" "$root/root/.cache/pip"
-  log "fresh-check: ./dtr.sh smoke in a clean Debian 12 root, clone of $(git rev-parse --short HEAD)"
+  log "fresh-check: ./dtr.sh smoke all in a clean Debian 12 root, clone of $(git rev-parse --short HEAD)"
   local ca=()
   [[ -f $root/etc/dtr-host-ca.crt ]] && ca=(PIP_CERT=/etc/dtr-host-ca.crt SSL_CERT_FILE=/etc/dtr-host-ca.crt)
   local rc=0
   chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     CCACHE_DIR=/root/.cache/ccache PIP_CACHE_DIR=/root/.cache/pip "${ca[@]}" \
-    /bin/bash -c 'cd /src && ./dtr.sh smoke' || rc=$?
+    /bin/bash -c 'cd /src && ./dtr.sh smoke all' || rc=$?
   log "fresh-check: exit $rc after $((SECONDS - start)) s"
   return $rc
 }
@@ -407,21 +424,32 @@ usage() {
 
 cmd=${1:-}
 if [[ $# -gt 0 ]]; then shift; fi
+no_arguments() {
+  if [[ $# -gt 0 ]]; then
+    echo "dtr.sh $cmd: unexpected argument(s) $* (see ./dtr.sh --help)" >&2
+    exit 2
+  fi
+}
 case $cmd in
-  setup) setup && python_env ;;
-  build) build ;;
-  test) test_all ;;
+  setup) no_arguments "$@" && setup && python_env ;;
+  build) no_arguments "$@" && build ;;
+  test) no_arguments "$@" && test_all ;;
   run) run_main "$@" ;;
   bench) bench "$@" ;;
   bench-env) setup && bench_env ;;
   bench-sweep) bench_sweep "$@" ;;
   fuzz) fuzz "$@" ;;
-  smoke) smoke ;;
+  smoke) smoke "$@" ;;
   fresh-check) fresh_check "$@" ;;
-  gpu-bundle) gpu_bundle ;;
+  gpu-bundle) no_arguments "$@" && gpu_bundle ;;
   golden) golden "$@" ;;
   -h | --help | help) usage ;;
+  "")
+    usage >&2
+    exit 2
+    ;;
   *)
+    echo "dtr.sh: unknown command '$cmd'; the commands are:" >&2
     usage >&2
     exit 2
     ;;

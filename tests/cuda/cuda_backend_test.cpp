@@ -12,11 +12,16 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "cuda/exec.h"
-#include "cuda/libraries.h"
 #include "dtr/dtr.h"
 #include "second_device.h"
 #include "tests/testing.h"
+
+// Only with the backend: cuda/libraries.h includes the toolkit's cuBLAS and
+// cuDNN headers, which a machine without the toolkit lacks.
+#if DTR_HAVE_CUDA
+#include "cuda/exec.h"
+#include "cuda/libraries.h"
+#endif
 
 namespace dtr {
 namespace {

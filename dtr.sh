@@ -267,13 +267,8 @@ bench_sweep() {
 # build-gpu/bundle.tar.xz, which must stay under 64 MiB.
 gpu_bundle() {
   setup fortunes
-  local launcher=()
-  if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  fi
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DDTR_CUDA=ON -DDTR_MPI=OFF \
-    -DDTR_NCCL=OFF -DDTR_BUILD_PYTHON=OFF
-  cmake --build build-gpu -j"$JOBS" --target dtr_tests bench_zoo_step bench_cuda_gemm train_gpt
+  configure_and_build build-gpu -DDTR_CUDA=ON -DDTR_MPI=OFF -DDTR_NCCL=OFF -DDTR_BUILD_PYTHON=OFF \
+    -- dtr_tests bench_zoo_step bench_cuda_gemm train_gpt
   local b=build-gpu/bundle
   rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/golden" "$b/data" "$b/benchmarks"
   cp build-gpu/tests/dtr_tests build-gpu/benchmarks/zoo_step build-gpu/benchmarks/cuda_gemm \
@@ -317,15 +312,9 @@ fuzz() {
 smoke() {
   setup
   python_env
-  local launcher=()
-  if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  fi
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DPython_EXECUTABLE="$PWD/$VENV/bin/python" \
-    -DDTR_BUILD_PYTHON=ON
   local targets=("${@:-train_mlp}")
   [[ " ${targets[*]} " == *" all "* || " ${targets[*]} " == *" train_mlp "* ]] || targets+=(train_mlp)
-  cmake --build build -j"$JOBS" --target "${targets[@]}"
+  configure_and_build build -DPython_EXECUTABLE="$PWD/$VENV/bin/python" -DDTR_BUILD_PYTHON=ON -- "${targets[@]}"
   log "smoke test: build/examples/train_mlp --steps 20 --budget-fraction 0.5"
   build/examples/train_mlp --steps 20 --budget-fraction 0.5
 }

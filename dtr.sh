@@ -264,10 +264,20 @@ bench_sweep() {
 # backend (no MPI, no NCCL, no Python) in build-gpu/ and packed with the
 # shared libraries they need beyond the C library and CUDA's own, the
 # golden values, train_gpt's text and the PyTorch peer into
-# build-gpu/bundle.tar.xz, which must stay under 64 MiB.
+# build-gpu/bundle.tar.xz, which must stay under 64 MiB. The programs and
+# libdtr carry their own C++ runtime (-static-libstdc++ -static-libgcc) and
+# name only the libraries they use (--as-needed); Debian's C++ libraries
+# they link (Abseil, fmt, spdlog, oneDNN) still load libstdc++.so.6 and
+# libgcc_s, which go along. The newest glibc symbol version any packed file
+# needs goes into bundle/GLIBC_REQUIRED (each file's into GLIBC_BY_FILE),
+# which gpu-check.sh compares with the GPU machine's glibc before anything
+# runs: 2.36 on Debian 12 (arc4random, which libexpat and libstdc++'s
+# std::random_device call, the copy linked into libdtr included).
 gpu_bundle() {
   setup fortunes
+  local link='-static-libstdc++ -static-libgcc -Wl,--as-needed'
   configure_and_build build-gpu -DDTR_CUDA=ON -DDTR_MPI=OFF -DDTR_NCCL=OFF -DDTR_BUILD_PYTHON=OFF \
+    "-DCMAKE_EXE_LINKER_FLAGS=$link" "-DCMAKE_SHARED_LINKER_FLAGS=$link" \
     -- dtr_tests bench_zoo_step bench_cuda_gemm train_gpt
   local b=build-gpu/bundle
   rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/golden" "$b/data" "$b/benchmarks"
@@ -275,21 +285,44 @@ gpu_bundle() {
     build-gpu/examples/train_gpt "$b/bin/"
   cp -L build-gpu/libdtr.so.0 "$b/lib/"
   strip --strip-unneeded "$b"/bin/* "$b"/lib/*
-  # Left out: the C library (the loader must match it) and CUDA's own. The C++
-  # runtime goes along: a GPU machine's may be older than g++ 12's.
+  # Left out: the C library (the loader must match it) and CUDA's own (the
+  # toolkit's or PyTorch's nvidia-* packages on the GPU machine). Everything
+  # else the programs load, directly or through another library, goes along.
   local keep='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libcud|libcublas|libnccl|libnv)'
   local lib
   for lib in $(ldd "$b"/bin/* build-gpu/libdtr.so.0 | awk '/=> \//{print $1 " " $3}' | sort -u | awk '{print $2}'); do
     [[ $(basename "$lib") =~ $keep ]] && continue
     cp -Ln "$lib" "$b/lib/" 2>/dev/null || true
   done
+  if LD_LIBRARY_PATH=$b/lib ldd "$b"/bin/* "$b"/lib/* | awk '/not found/ {print $1}' | grep -Ev "$keep"; then
+    echo "dtr.sh: the bundle misses the libraries above" >&2
+    exit 1
+  fi
+  # The glibc the bundle needs: the newest GLIBC_x.y symbol version of any
+  # packed program or library.
+  local f v
+  for f in "$b"/bin/* "$b"/lib/*; do
+    v=$(objdump -T "$f" | { grep -o 'GLIBC_[0-9][0-9.]*' || true; } | sed 's/^GLIBC_//' | sort -Vu | tail -1)
+    printf '%s %s\n' "${v:-none}" "${f#"$b"/}"
+  done | sort -V -k1,1 -k2 >"$b/GLIBC_BY_FILE"
+  awk '$1 != "none" {v = $1} END {print v}' "$b/GLIBC_BY_FILE" >"$b/GLIBC_REQUIRED"
+  {
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(getconf GNU_LIBC_VERSION)"
+    echo "nvcc $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')," \
+      "architectures $(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' build-gpu/CMakeCache.txt)," \
+      "$(objdump -p build-gpu/libdtr.so.0 | awk '/NEEDED/ && /libcudart/ {print $2}')"
+  } >"$b/BUILD_INFO"
   cp tests/golden/golden.txt "$b/golden/"
   cp -r /usr/share/games/fortunes "$b/data/fortunes"
   cp benchmarks/pytorch_zoo.py "$b/benchmarks/"
-  tar -cJf build-gpu/bundle.tar.xz -C build-gpu bundle
+  XZ_OPT=${XZ_OPT:--T0} tar -cJf build-gpu/bundle.tar.xz -C build-gpu bundle
   local size
   size=$(stat -c %s build-gpu/bundle.tar.xz)
-  log "build-gpu/bundle.tar.xz: $((size / 1048576)) MiB ($(ls "$b/lib" | wc -l) libraries)"
+  log "packed libraries: $(cd "$b/lib" && echo *)"
+  log "glibc needed: $(cat "$b/GLIBC_REQUIRED") (by $(awk -v v="$(cat "$b/GLIBC_REQUIRED")" '$1 == v {printf "%s%s", s, $2; s = ", "}' "$b/GLIBC_BY_FILE"))"
+  log "build-gpu/bundle.tar.xz: $(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1048576}') MiB" \
+    "($(du -sm "$b" | cut -f1) MiB unpacked, $(ls "$b/lib" | wc -l) libraries)"
   if ((size > 64 * 1048576)); then
     echo "dtr.sh: the bundle is over 64 MiB" >&2
     exit 1

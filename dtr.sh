@@ -310,7 +310,7 @@ gpu_bundle() {
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(getconf GNU_LIBC_VERSION)"
     echo "nvcc $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')," \
-      "architectures $(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' build-gpu/CMakeCache.txt)," \
+      "code for $(grep -o 'sm_[0-9]*' build-gpu/CMakeFiles/dtr.dir/flags.make | sort -u | xargs)," \
       "$(objdump -p build-gpu/libdtr.so.0 | awk '/NEEDED/ && /libcudart/ {print $2}')"
   } >"$b/BUILD_INFO"
   cp tests/golden/golden.txt "$b/golden/"

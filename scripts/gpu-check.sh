@@ -134,6 +134,7 @@ echo "gpu-check: logs and reports in $work; the steps' limits sum to ${limits_al
 if [[ -f $bundle ]]; then
   tar -xJf "$bundle" -C "$work" || { echo "gpu-check: cannot unpack $bundle" >&2; exit 2; }
   root=$work/bundle
+  trap 'rm -rf "$work/bundle"' EXIT  # the logs stay, the unpacked 100+ MiB go
 elif [[ -d $bundle ]]; then
   root=$(cd "$bundle" && pwd)
 else

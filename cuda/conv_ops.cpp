@@ -22,6 +22,9 @@
 // in double for float64 and float for the rest. Workspaces come from
 // cudaMallocAsync on the stream (cuda/scratch.h).
 //
+// Every path makes the kernel's device current (exec_for) before its first
+// CUDA or cuDNN call.
+//
 // Verified here: compiles and links; the pooling and bias kernels run under
 // host emulation in the conformance harness. Not verified: any cuDNN call
 // (no GPU was at hand), in particular which of the fixed algorithms cuDNN
@@ -29,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "cuda/conv.h"
@@ -56,6 +60,24 @@ cudnnDataType_t cudnn_type(DType dt) {
   }
 }
 
+/// A cuDNN descriptor destroyed with its owner (also when a later member's
+/// set-up throws in the owner's constructor).
+template <typename T, cudnnStatus_t (*Destroy)(T)>
+class Owned {
+ public:
+  Owned() = default;
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  ~Owned() {
+    if (p_ != nullptr) (void)Destroy(p_);
+  }
+  T* out() { return &p_; }
+  T get() const { return p_; }
+
+ private:
+  T p_ = nullptr;
+};
+
 /// The descriptors of one convolution from x (N, C, H, W) through filter w
 /// (K, C / groups, kH, kW) to y (N, K, Ho, Wo), destroyed with it.
 class ConvDescriptors {
@@ -67,36 +89,34 @@ class ConvDescriptors {
                 shape_str(s));
     }
     const cudnnDataType_t t = cudnn_type(dt);
-    DTR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
-    DTR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
-    DTR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
-    DTR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-    DTR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, t, dim_of(x[0], op), dim_of(x[1], op),
+    DTR_CUDNN_CHECK(cudnnCreateTensorDescriptor(x_.out()));
+    DTR_CUDNN_CHECK(cudnnCreateTensorDescriptor(y_.out()));
+    DTR_CUDNN_CHECK(cudnnCreateFilterDescriptor(w_.out()));
+    DTR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(conv_.out()));
+    DTR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_.get(), CUDNN_TENSOR_NCHW, t, dim_of(x[0], op), dim_of(x[1], op),
                                                dim_of(x[2], op), dim_of(x[3], op)));
-    DTR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, t, dim_of(y[0], op), dim_of(y[1], op),
+    DTR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_.get(), CUDNN_TENSOR_NCHW, t, dim_of(y[0], op), dim_of(y[1], op),
                                                dim_of(y[2], op), dim_of(y[3], op)));
-    DTR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, t, CUDNN_TENSOR_NCHW, dim_of(w[0], op), dim_of(w[1], op),
+    DTR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_.get(), t, CUDNN_TENSOR_NCHW, dim_of(w[0], op), dim_of(w[1], op),
                                                dim_of(w[2], op), dim_of(w[3], op)));
     const Shape &s = a.ints("stride"), &p = a.ints("padding"), &d = a.ints("dilation");
-    DTR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, dim_of(p[0], op), dim_of(p[1], op), dim_of(s[0], op),
+    DTR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv(), dim_of(p[0], op), dim_of(p[1], op), dim_of(s[0], op),
                                                     dim_of(s[1], op), dim_of(d[0], op), dim_of(d[1], op),
                                                     CUDNN_CROSS_CORRELATION,
                                                     dt == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
-    DTR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, dim_of(a.i("groups"), op)));
-    DTR_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, dt == kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+    DTR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv(), dim_of(a.i("groups"), op)));
+    DTR_CUDNN_CHECK(cudnnSetConvolutionMathType(conv(), dt == kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
   }
-  ~ConvDescriptors() {
-    if (conv_ != nullptr) (void)cudnnDestroyConvolutionDescriptor(conv_);
-    if (w_ != nullptr) (void)cudnnDestroyFilterDescriptor(w_);
-    if (y_ != nullptr) (void)cudnnDestroyTensorDescriptor(y_);
-    if (x_ != nullptr) (void)cudnnDestroyTensorDescriptor(x_);
-  }
-  ConvDescriptors(const ConvDescriptors&) = delete;
-  ConvDescriptors& operator=(const ConvDescriptors&) = delete;
 
-  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
-  cudnnFilterDescriptor_t w_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnTensorDescriptor_t x() const { return x_.get(); }
+  cudnnTensorDescriptor_t y() const { return y_.get(); }
+  cudnnFilterDescriptor_t w() const { return w_.get(); }
+  cudnnConvolutionDescriptor_t conv() const { return conv_.get(); }
+
+ private:
+  Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> x_, y_;
+  Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor> w_;
+  Owned<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor> conv_;
 };
 
 /// cuDNN's scaling factors: double for double data, float otherwise.
@@ -129,10 +149,9 @@ enum class Pass : uint8_t { kForward, kBackwardData, kBackwardFilter };
 
 /// One cuDNN convolution call of `pass` over the forward's operands x, w, y,
 /// the written one overwritten (beta = 0), with its fixed algorithm and a
-/// workspace on the stream.
-void run_conv(Pass pass, const KernelContext& c, const TensorArg& x, const TensorArg& w, const TensorArg& y,
-              std::string_view op) {
-  const Exec e = exec_for(c.device);
+/// workspace on the stream, on the device `e` was made for.
+void run_conv(Pass pass, const KernelContext& c, const Exec& e, const TensorArg& x, const TensorArg& w,
+              const TensorArg& y, std::string_view op) {
   cudnnHandle_t h = cudnn_handle(c.device.index);
   const DType dt = x.dtype;
   const ConvDescriptors d(dt, x.shape, w.shape, y.shape, c.attrs, op);
@@ -142,44 +161,47 @@ void run_conv(Pass pass, const KernelContext& c, const TensorArg& x, const Tenso
       const auto algo = first_supported(
           {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM},
           [&](cudnnConvolutionFwdAlgo_t a, size_t* b) {
-            return cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.w_, d.conv_, d.y_, a, b);
+            return cudnnGetConvolutionForwardWorkspaceSize(h, d.x(), d.w(), d.conv(), d.y(), a, b);
           },
           bytes, op);
       const Scratch ws(e, bytes);
-      DTR_CUDNN_CHECK(cudnnConvolutionForward(h, kOne.of(dt), d.x_, x.data, d.w_, w.data, d.conv_, algo, ws.data(),
-                                              bytes, kZero.of(dt), d.y_, y.data));
+      DTR_CUDNN_CHECK(cudnnConvolutionForward(h, kOne.of(dt), d.x(), x.data, d.w(), w.data, d.conv(), algo, ws.data(),
+                                              bytes, kZero.of(dt), d.y(), y.data));
       return;
     }
     case Pass::kBackwardData: {
       const auto algo = first_supported(
           {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING},
           [&](cudnnConvolutionBwdDataAlgo_t a, size_t* b) {
-            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w_, d.y_, d.conv_, d.x_, a, b);
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w(), d.y(), d.conv(), d.x(), a, b);
           },
           bytes, op);
       const Scratch ws(e, bytes);
-      DTR_CUDNN_CHECK(cudnnConvolutionBackwardData(h, kOne.of(dt), d.w_, w.data, d.y_, y.data, d.conv_, algo,
-                                                   ws.data(), bytes, kZero.of(dt), d.x_, x.data));
+      DTR_CUDNN_CHECK(cudnnConvolutionBackwardData(h, kOne.of(dt), d.w(), w.data, d.y(), y.data, d.conv(), algo,
+                                                   ws.data(), bytes, kZero.of(dt), d.x(), x.data));
       return;
     }
     case Pass::kBackwardFilter: {
       const auto algo = first_supported(
           {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING},
           [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* b) {
-            return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.w_, a, b);
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(), a, b);
           },
           bytes, op);
       const Scratch ws(e, bytes);
-      DTR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.of(dt), d.x_, x.data, d.y_, y.data, d.conv_, algo,
-                                                     ws.data(), bytes, kZero.of(dt), d.w_, w.data));
+      DTR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.of(dt), d.x(), x.data, d.y(), y.data, d.conv(), algo,
+                                                     ws.data(), bytes, kZero.of(dt), d.w(), w.data));
       return;
     }
   }
 }
 
-void zero(const TensorArg& t) {
-  const size_t n = size_t(t.numel() * itemsize(t.dtype));
-  if (n > 0) DTR_CUDA_CHECK(cudaMemsetAsync(t.data, 0, n, cudaStreamLegacy));
+/// t = 0 on the device `e` was made for.
+void zero(const TensorArg& t, const Exec& e) {
+  const size_t n = size_t(t.numel()) * size_t(itemsize(t.dtype));
+  if (n == 0) return;
+  if (e.emulate) std::memset(t.data, 0, n);
+  else DTR_CUDA_CHECK(cudaMemsetAsync(t.data, 0, n, cudaStreamLegacy));
 }
 
 bool any_empty(std::initializer_list<const TensorArg*> ts) {
@@ -190,17 +212,21 @@ bool any_empty(std::initializer_list<const TensorArg*> ts) {
 
 void check_conv_dtype(const KernelContext& c) { check_floating(c.inputs[0].dtype, c); }
 
+void add_bias(const KernelContext& c, const TensorArg& y, const Exec& e) {
+  if (c.inputs.size() > 2)
+    launch_add_channel_bias(y.data, c.inputs[2].data, y.dtype, y.shape[0], y.shape[1], y.shape[2] * y.shape[3], e);
+}
+
 // inputs: x (N, C, H, W), weight (Cout, Cg, kH, kW), optional bias (Cout), contiguous;
 // outputs: y (N, Cout, Ho, Wo).
 void conv2d_kernel(const KernelContext& c) {
   check_conv_dtype(c);
   const TensorArg &x = c.inputs[0], &w = c.inputs[1], &y = c.outputs[0];
   if (y.numel() == 0) return;
-  if (any_empty({&x, &w})) zero(y);  // no channels to sum: y = bias
-  else run_conv(Pass::kForward, c, x, w, y, "conv2d");
-  if (c.inputs.size() > 2)
-    launch_add_channel_bias(y.data, c.inputs[2].data, y.dtype, y.shape[0], y.shape[1], y.shape[2] * y.shape[3],
-                            exec_for(c.device));
+  const Exec e = exec_for(c.device);  // the device current before any CUDA call
+  if (any_empty({&x, &w})) zero(y, e);  // no channels to sum: y = bias
+  else run_conv(Pass::kForward, c, e, x, w, y, "conv2d");
+  add_bias(c, y, e);
 }
 
 // inputs: grad_y (N, Cout, Ho, Wo), weight (Cout, Cg, kH, kW); outputs: grad_x (N, C, H, W).
@@ -208,8 +234,9 @@ void conv2d_input_grad_kernel(const KernelContext& c) {
   check_conv_dtype(c);
   const TensorArg &gy = c.inputs[0], &w = c.inputs[1], &gx = c.outputs[0];
   if (gx.numel() == 0) return;
-  if (any_empty({&gy, &w})) return zero(gx);
-  run_conv(Pass::kBackwardData, c, gx, w, gy, "conv2d_input_grad");
+  const Exec e = exec_for(c.device);
+  if (any_empty({&gy, &w})) return zero(gx, e);
+  run_conv(Pass::kBackwardData, c, e, gx, w, gy, "conv2d_input_grad");
 }
 
 // inputs: grad_y (N, Cout, Ho, Wo), x (N, C, H, W); outputs: grad_w (Cout, Cg, kH, kW).
@@ -217,13 +244,17 @@ void conv2d_weight_grad_kernel(const KernelContext& c) {
   check_conv_dtype(c);
   const TensorArg &gy = c.inputs[0], &x = c.inputs[1], &gw = c.outputs[0];
   if (gw.numel() == 0) return;
-  if (any_empty({&gy, &x})) return zero(gw);  // no images: the CPU's zeros
-  run_conv(Pass::kBackwardFilter, c, x, gw, gy, "conv2d_weight_grad");
+  const Exec e = exec_for(c.device);
+  if (any_empty({&gy, &x})) return zero(gw, e);  // no images: the CPU's zeros
+  run_conv(Pass::kBackwardFilter, c, e, x, gw, gy, "conv2d_weight_grad");
 }
 
-// Output size of a convolution along one dim (eager/ops/conv.cpp).
+// Output size of a convolution along one dim, 0 when the dilated kernel
+// does not fit the padded input (eager/ops/conv.cpp; C++ division truncates
+// a negative span toward zero, which would make it 1).
 int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  return span < 0 ? 0 : span / s + 1;
 }
 
 // inputs: x (N, Cin, H, W), weight (Cin, Cg, kH, kW), optional bias (Cg * groups);
@@ -241,11 +272,10 @@ void conv_transpose2d_kernel(const KernelContext& c) {
             NotImplementedError,
             "conv_transpose2d: output_padding {} not below the stride {}: no CUDA kernel for this case",
             shape_str(c.attrs.ints("output_padding")), shape_str(s));
-  if (any_empty({&x, &w})) zero(y);
-  else run_conv(Pass::kBackwardData, c, y, w, x, "conv_transpose2d");
-  if (c.inputs.size() > 2)
-    launch_add_channel_bias(y.data, c.inputs[2].data, y.dtype, y.shape[0], y.shape[1], y.shape[2] * y.shape[3],
-                            exec_for(c.device));
+  const Exec e = exec_for(c.device);
+  if (any_empty({&x, &w})) zero(y, e);
+  else run_conv(Pass::kBackwardData, c, e, y, w, x, "conv_transpose2d");
+  add_bias(c, y, e);
 }
 
 // ---- pooling ----------------------------------------------------------------------
@@ -265,9 +295,9 @@ template <PoolKind Kind>
 void pool_forward_kernel(const KernelContext& c) {
   const TensorArg &x = c.inputs[0], &y = c.outputs[0];
   check_floating(x.dtype, c);
+  const Exec e = exec_for(c.device);
   int64_t* indices = Kind == PoolKind::kMax ? c.outputs[1].ptr<int64_t>() : nullptr;
-  launch_pool_forward(Kind, pool_geometry(x.shape, y.shape, c.attrs), x.dtype, x.data, y.data, indices,
-                      exec_for(c.device));
+  launch_pool_forward(Kind, pool_geometry(x.shape, y.shape, c.attrs), x.dtype, x.data, y.data, indices, e);
 }
 
 // inputs: grad_y (N, C, Ho, Wo) [, indices int64 (N, C, Ho, Wo)]; outputs: grad_x (N, C, H, W).
@@ -275,9 +305,9 @@ template <PoolKind Kind>
 void pool_backward_kernel(const KernelContext& c) {
   const TensorArg &gy = c.inputs[0], &gx = c.outputs[0];
   check_floating(gy.dtype, c);
+  const Exec e = exec_for(c.device);
   const int64_t* indices = Kind == PoolKind::kMax ? c.inputs[1].ptr<int64_t>() : nullptr;
-  launch_pool_backward(Kind, pool_geometry(gx.shape, gy.shape, c.attrs), gy.dtype, gy.data, indices, gx.data,
-                       exec_for(c.device));
+  launch_pool_backward(Kind, pool_geometry(gx.shape, gy.shape, c.attrs), gy.dtype, gy.data, indices, gx.data, e);
 }
 
 }  // namespace

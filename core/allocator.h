@@ -21,6 +21,10 @@ struct AllocatorStats {
   int64_t largest_free_block = 0;  // the largest free block (of any pool)
   int64_t segments = 0;            // segments reserved now
   int64_t allocations = 0;         // blocks handed out now
+  /// The high-water mark of allocated_bytes since the allocator was made or
+  /// reset_peak_stats() was last called (PyTorch's
+  /// memory_stats()["allocated_bytes.all.peak"]).
+  int64_t peak_allocated_bytes = 0;
 };
 
 /// 1 - largest_free_block / free_bytes: 0 when every free byte is in one
@@ -68,6 +72,9 @@ class Allocator {
   /// Allocated, reserved and free bytes of a caching device allocator;
   /// nullopt (the default) where the allocator keeps no such account.
   virtual std::optional<AllocatorStats> memory_stats() const { return std::nullopt; }
+  /// Restarts memory_stats().peak_allocated_bytes from the bytes allocated
+  /// now (torch.cuda.reset_peak_memory_stats); nothing where no account is kept.
+  virtual void reset_peak_stats() {}
   /// Every reserved segment's blocks, segments in address order; empty (the
   /// default) where the layout is not known.
   virtual std::vector<MemorySegmentLayout> layout() const { return {}; }

@@ -4,7 +4,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -27,7 +29,59 @@ BackendTable& table() {
   return *t;
 }
 
+struct LostDevices {
+  std::atomic<bool> any{false};
+  std::mutex mu;
+  std::map<std::pair<int, int>, std::string> reasons;  // (type, index) -> the first failure
+};
+
+LostDevices& lost_devices() {
+  static LostDevices* l = new LostDevices;  // never destroyed
+  return *l;
+}
+
+std::pair<int, int> key(Device d) { return {int(d.type), d.index}; }
+
 }  // namespace
+
+void mark_device_lost(Device device, std::string reason) {
+  LostDevices& l = lost_devices();
+  std::lock_guard lock(l.mu);
+  l.reasons.emplace(key(device), std::move(reason));  // the first reason stays
+  l.any.store(true, std::memory_order_relaxed);
+}
+
+bool device_lost(Device device) {
+  LostDevices& l = lost_devices();
+  if (!l.any.load(std::memory_order_relaxed)) return false;
+  std::lock_guard lock(l.mu);
+  return l.reasons.count(key(device)) != 0;
+}
+
+void check_device_not_lost(Device device) {
+  LostDevices& l = lost_devices();
+  if (!l.any.load(std::memory_order_relaxed)) [[likely]] return;
+  std::string reason;
+  {
+    std::lock_guard lock(l.mu);
+    auto it = l.reasons.find(key(device));
+    if (it == l.reasons.end()) return;
+    reason = it->second;
+  }
+  throw DeviceError(fmt::format(
+      "{} is lost: {}. Its context cannot recover: every later op, copy and allocation on {} fails "
+      "and its tensors cannot be read back; other devices work. Restart the process; to find the "
+      "op that faulted, run with DTR_CUDA_SYNC=1 (each kernel is waited for and checked as it "
+      "runs) or under compute-sanitizer.",
+      device.str(), reason, device.str()));
+}
+
+void clear_device_lost(Device device) {
+  LostDevices& l = lost_devices();
+  std::lock_guard lock(l.mu);
+  l.reasons.erase(key(device));
+  l.any.store(!l.reasons.empty(), std::memory_order_relaxed);
+}
 
 double Roofline::seconds(double flops, double bytes) const {
   return std::max(flops / peak_flops, bytes / bandwidth) + launch_seconds;
@@ -75,7 +129,19 @@ const Backend& backend(Device device) {
   return *b;
 }
 
+namespace {
+// -1 type: none set. Packed into one atomic: (type << 32) | index.
+std::atomic<int64_t> g_default_device{-1};
+}  // namespace
+
+void set_default_device(Device device) {
+  check_device(device);
+  g_default_device.store((int64_t(device.type) << 32) | int64_t(uint32_t(device.index)), std::memory_order_relaxed);
+}
+
 Device default_device() {
+  if (const int64_t d = g_default_device.load(std::memory_order_relaxed); d >= 0)
+    return Device(DeviceType(d >> 32), int(int32_t(d & 0xffffffff)));
   if (const Backend* cuda = find_backend(kCUDA); cuda != nullptr && cuda->device_count() > 0) {
     return Device(kCUDA, 0);
   }
@@ -84,6 +150,8 @@ Device default_device() {
 
 void copy_bytes(Device dst_device, void* dst, Device src_device, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
+  check_device_not_lost(dst_device);
+  check_device_not_lost(src_device);
   const Backend& db = backend(dst_device);
   const Backend& sb = backend(src_device);
   if (dst_device.type == src_device.type) {

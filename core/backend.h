@@ -8,12 +8,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "core/allocator.h"
 #include "core/device.h"
 
 namespace dtr {
+
+struct KernelContext;  // core/op_registry.h
 
 /// The roofline a cost estimate is priced with (Note [scores]).
 struct Roofline {
@@ -75,6 +78,15 @@ struct Backend {
   /// every row is defined (at the first op, or at once for a backend
   /// registered later).
   void (*register_kernels)() = nullptr;
+  /// Optional: runs `kernel(ctx)`, one kernel of op `op` on device
+  /// `ctx.device`; eager/dispatch.cpp calls every kernel of this device type
+  /// through it, replays included. The CUDA backend makes the device current
+  /// for the call and restores the caller's (a device guard, as c10's
+  /// DeviceGuard), and with DTR_CUDA_SYNC waits for the kernel so that a
+  /// fault is reported under the name of the op that caused it (Note [lost
+  /// devices]). Null: the kernel is called directly.
+  void (*run_kernel)(void (*kernel)(const KernelContext&), const KernelContext& ctx,
+                     std::string_view op) = nullptr;
   /// Whether the host may read device memory through a plain pointer (the
   /// CPU's own memory). When false, host-side readers (DTR_VERIFY's hash,
   /// printing) copy the bytes out first with copy_to_host.
@@ -94,15 +106,39 @@ const Backend* find_backend(DeviceType type);
 const Backend& backend(Device device);
 /// Checks that `device` exists (backend(device), discarding the result).
 inline void check_device(Device device) { (void)backend(device); }
-/// The device DTR_MEMORY_BUDGET's bare form caps: the first CUDA device
-/// when one is present, else the CPU.
+/// The device DTR_MEMORY_BUDGET's bare form caps and the device-less
+/// budget and stats calls mean: the one set_default_device chose, else the
+/// first CUDA device when one is present, else the CPU.
 Device default_device();
+/// Makes `device` the default (init_process_group("nccl") sets this rank's
+/// cuda:LOCAL_RANK, so that the bare budget caps the device the rank uses,
+/// as torch.cuda.set_device(local_rank) does). Throws DeviceError for a
+/// device that does not exist.
+void set_default_device(Device device);
 
 /// Copies `nbytes` from `src` on `src_device` to `dst` on `dst_device`:
 /// through the backends' own copies, and through a host buffer when the two
 /// are devices of different non-CPU types. Throws DeviceError for a device
 /// that does not exist.
 void copy_bytes(Device dst_device, void* dst, Device src_device, const void* src, size_t nbytes);
+
+/// Note [lost devices]: a fault a device cannot recover from (a sticky CUDA
+/// error such as an illegal address: the context is gone, and every later
+/// call of the process fails with it) marks the device lost. From then on
+/// every kernel and copy on it throws one DeviceError that says so, names
+/// what failed first, and says how to find the op that faulted; other
+/// devices, the CPU included, go on working. A backend marks its device
+/// with mark_device_lost; `reason` says what failed ("illegal memory access
+/// ... in op matmul"). The first reason stays.
+void mark_device_lost(Device device, std::string reason);
+/// Throws the DeviceError of a lost device ("cuda:0 is lost: ..."); returns
+/// when `device` is usable. One relaxed load while no device was ever lost.
+void check_device_not_lost(Device device);
+/// Whether `device` is marked lost.
+bool device_lost(Device device);
+/// Forgets that `device` was lost: for a backend that can recover (the test
+/// device); a CUDA context cannot be recovered in-process.
+void clear_device_lost(Device device);
 
 /// Binds every registered backend's kernels (eager/ops/init.cpp calls it
 /// once every row is defined); backends registered afterwards bind theirs

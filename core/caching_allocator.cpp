@@ -87,6 +87,7 @@ void* CachingAllocator::hand_out_locked(Block* b, size_t rounded) {
   b->allocated = true;
   allocated_.emplace(b->ptr, b);
   allocated_bytes_ += int64_t(b->size);
+  peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
   return b->ptr;
 }
 
@@ -211,7 +212,13 @@ std::optional<AllocatorStats> CachingAllocator::memory_stats() const {
     if (!p->empty()) s.largest_free_block = std::max(s.largest_free_block, int64_t((*p->rbegin())->size));
   s.segments = int64_t(segments_.size());
   s.allocations = int64_t(allocated_.size());
+  s.peak_allocated_bytes = peak_allocated_bytes_;
   return s;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  peak_allocated_bytes_ = allocated_bytes_;
 }
 
 std::vector<MemorySegmentLayout> CachingAllocator::layout_locked(std::optional<bool> small) const {

@@ -110,6 +110,7 @@ class CachingAllocator final : public Allocator {
   static size_t segment_size(size_t rounded);
 
   std::optional<AllocatorStats> memory_stats() const override;
+  void reset_peak_stats() override;
   /// Every segment in address order, each block in address order.
   std::vector<MemorySegmentLayout> layout() const override;
   /// The segments of the pool a request of `nbytes` is served from.
@@ -160,6 +161,7 @@ class CachingAllocator final : public Allocator {
   std::map<char*, Segment> segments_;                 // by base address
   std::unordered_map<const void*, Block*> allocated_; // handed-out blocks by address
   int64_t allocated_bytes_ = 0;
+  int64_t peak_allocated_bytes_ = 0;
   int64_t reserved_bytes_ = 0;
 };
 

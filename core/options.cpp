@@ -205,8 +205,8 @@ struct OptionRow {
   absl::Status (*apply)(Options&, std::string_view value);
 };
 
-const std::array<OptionRow, 13>& option_rows() {
-  static const std::array<OptionRow, 13> rows = {{
+const std::array<OptionRow, 14>& option_rows() {
+  static const std::array<OptionRow, 14> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
         "hard cap on resident device bytes of tensor storage (Note [hard budget]), per device: "
         "a bare budget caps the default device (the first CUDA device where one is present, "
@@ -309,6 +309,13 @@ const std::array<OptionRow, 13>& option_rows() {
         "dtr::set_option(dtr::global_options(), \"DTR_ONEDNN_GEMM\", \"on\")"},
        "0/1, true/false, on/off",
        [](Options& o, std::string_view v) { return assign(parse_bool(v), o.onednn_gemm); }},
+      {{"DTR_CUDA_SYNC", "off",
+        "wait for every kernel on a CUDA device as it runs and check it (as CUDA_LAUNCH_BLOCKING=1 "
+        "does), so that a device fault is reported by the op whose kernel faulted instead of by a "
+        "later one (Note [lost devices]); for debugging: it serializes the host and the device",
+        "dtr::set_option(dtr::global_options(), \"DTR_CUDA_SYNC\", \"on\")"},
+       "0/1, true/false, on/off",
+       [](Options& o, std::string_view v) { return assign(parse_bool(v), o.cuda_sync); }},
   }};
   return rows;
 }

@@ -146,6 +146,7 @@ struct Options {
   double collective_timeout_seconds = 600;  // DTR_COLLECTIVE_TIMEOUT
   double thrash_limit = 32;             // DTR_THRASH_LIMIT (0: off)
   bool onednn_gemm = false;             // DTR_ONEDNN_GEMM
+  bool cuda_sync = false;               // DTR_CUDA_SYNC
 };
 
 /// One row of the options table, for --help texts and docs.

@@ -68,7 +68,14 @@ void run_kernel(const OpDef& op, Device device, std::span<Storage* const> in_sto
     copy_across(in_args[0], in_metas[0].device, out_args[0], out_metas[0].device);
     return;
   }
-  kernel(KernelContext{in_args, out_args, attrs, rng, device});
+  check_device_not_lost(device);  // Note [lost devices]
+  const KernelContext ctx{in_args, out_args, attrs, rng, device};
+  const Backend* b = find_backend(device.type);
+  if (b != nullptr && b->run_kernel != nullptr) {
+    b->run_kernel(kernel, ctx, op.name);
+  } else {
+    kernel(ctx);
+  }
 }
 
 // Autocast: cast floating inputs to the dtype `policy` asks for (`lower`:

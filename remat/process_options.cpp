@@ -60,6 +60,7 @@ void apply_process_option(std::string_view name, const Options& o) {
     return;  // read from global_options() at every GEMM
   }
   if (name == "DTR_COLLECTIVE_TIMEOUT") return;  // read by init_process_group and new_group
+  if (name == "DTR_CUDA_SYNC") return;           // read by the CUDA backend at every kernel
   if (name == "DTR_PLAN") {
     throw ValueError(
         "DTR_PLAN records the whole run from its start, so it is read from the environment at start-up only");

@@ -1909,6 +1909,7 @@ Stats Runtime::stats(Device device) const {
     s.allocated_bytes = a->allocated_bytes;
     s.reserved_bytes = a->reserved_bytes;
     s.largest_free_block = a->largest_free_block;
+    s.peak_allocated_bytes = a->peak_allocated_bytes;
     s.fragmentation = dtr::fragmentation(*a);
   }
   s.metadata_nodes = live_node_count();
@@ -1928,6 +1929,7 @@ void Runtime::reset_stats() {
     m->stats.peak_bytes = old.resident_bytes;
     m->stats.swapped_bytes = old.swapped_bytes;      // state, not counters
     m->stats.host_tier_bytes = old.host_tier_bytes;
+    if (m->alloc != nullptr) m->alloc->reset_peak_stats();
   }
 }
 

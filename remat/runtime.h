@@ -76,6 +76,10 @@ struct Stats {
   int64_t allocated_bytes = -1;
   int64_t reserved_bytes = -1;
   int64_t largest_free_block = -1;
+  /// The high-water mark of allocated_bytes since the last reset_stats():
+  /// what a budget bounds where the allocator rounds (Note [hard budget]);
+  /// -1 where the allocator keeps no account.
+  int64_t peak_allocated_bytes = -1;
   double fragmentation = 0;
   int64_t metadata_nodes = 0;        // live lineage nodes (all devices)
   int64_t live_storages = 0;         // live Storage objects accounted on this device

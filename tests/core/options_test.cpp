@@ -428,7 +428,7 @@ TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   const std::vector<std::string_view> expected = {
       "DTR_MEMORY_BUDGET", "DTR_HEURISTIC", "DTR_SAMPLE", "DTR_MIN_EVICT_BYTES",
       "DTR_COST",          "DTR_SWAP",      "DTR_LOG",    "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN",
-      "DTR_COLLECTIVE_TIMEOUT", "DTR_THRASH_LIMIT", "DTR_ONEDNN_GEMM"};
+      "DTR_COLLECTIVE_TIMEOUT", "DTR_THRASH_LIMIT", "DTR_ONEDNN_GEMM", "DTR_CUDA_SYNC"};
   std::vector<std::string_view> names;
   for (const OptionInfo& row : option_table()) {
     names.push_back(row.env_var);

@@ -100,7 +100,7 @@ constexpr const char* kAttrNames[] = {"dim",   "dims",  "keepdim", "other", "alp
                                       "step",  "min",   "max",     "stride", "padding", "groups"};
 constexpr const char* kOptions[] = {"DTR_MEMORY_BUDGET", "DTR_HEURISTIC", "DTR_SAMPLE",
                                     "DTR_MIN_EVICT_BYTES", "DTR_COST", "DTR_VERIFY",
-                                    "DTR_THRASH_LIMIT", "DTR_ONEDNN_GEMM", "DTR_COLLECTIVE_TIMEOUT",
+                                    "DTR_THRASH_LIMIT", "DTR_ONEDNN_GEMM", "DTR_COLLECTIVE_TIMEOUT", "DTR_CUDA_SYNC",
                                     "DTR_NOT_AN_OPTION"};
 constexpr const char* kOptionValues[] = {
     "", "none", "1", "100", "4096", "1KiB", "0.00000000001%", "50%", "100%", "0", "-1",

@@ -28,8 +28,8 @@ def stats(device=None):
     recompute_seconds_measured; the host tier's swap_outs, swap_ins, swapped_bytes,
     swap_bytes_out, swap_bytes_in, swap_seconds_estimated and (on the cpu)
     host_tier_bytes (DTR_SWAP); window_evictions and the device allocator's
-    allocated_bytes, reserved_bytes, largest_free_block (-1 where it keeps no
-    account, as the cpu's) and fragmentation; metadata_nodes, live_storages."""
+    allocated_bytes, reserved_bytes, largest_free_block, peak_allocated_bytes
+    (-1 where it keeps no account, as the cpu's) and fragmentation; metadata_nodes, live_storages."""
     return _C.stats(_device(device))
 
 

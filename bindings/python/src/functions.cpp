@@ -75,6 +75,7 @@ nb::dict stats_dict(const remat::Stats& s) {
   d["allocated_bytes"] = s.allocated_bytes;
   d["reserved_bytes"] = s.reserved_bytes;
   d["largest_free_block"] = s.largest_free_block;
+  d["peak_allocated_bytes"] = s.peak_allocated_bytes;
   d["fragmentation"] = s.fragmentation;
   d["metadata_nodes"] = s.metadata_nodes;
   d["live_storages"] = s.live_storages;

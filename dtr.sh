@@ -280,28 +280,31 @@ gpu_bundle() {
     "-DCMAKE_EXE_LINKER_FLAGS=$link" "-DCMAKE_SHARED_LINKER_FLAGS=$link" \
     -- dtr_tests bench_zoo_step bench_cuda_gemm train_gpt
   local b=build-gpu/bundle
-  rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/golden" "$b/data" "$b/benchmarks"
+  rm -rf "$b" && mkdir -p "$b/bin" "$b/tests" "$b/lib" "$b/golden" "$b/data" "$b/benchmarks"
   cp build-gpu/tests/dtr_tests build-gpu/benchmarks/zoo_step build-gpu/benchmarks/cuda_gemm \
     build-gpu/examples/train_gpt "$b/bin/"
+  # The tests' child programs (a fault that loses the device runs in its
+  # own process): dtr_tests finds them in ../tests beside bin/.
+  cp build-gpu/tests/dtr_*_child "$b/tests/"
   cp -L build-gpu/libdtr.so.0 "$b/lib/"
-  strip --strip-unneeded "$b"/bin/* "$b"/lib/*
+  strip --strip-unneeded "$b"/bin/* "$b"/tests/* "$b"/lib/*
   # Left out: the C library (the loader must match it) and CUDA's own (the
   # toolkit's or PyTorch's nvidia-* packages on the GPU machine). Everything
   # else the programs load, directly or through another library, goes along.
   local keep='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libcud|libcublas|libnccl|libnv)'
   local lib
-  for lib in $(ldd "$b"/bin/* build-gpu/libdtr.so.0 | awk '/=> \//{print $1 " " $3}' | sort -u | awk '{print $2}'); do
+  for lib in $(ldd "$b"/bin/* "$b"/tests/* build-gpu/libdtr.so.0 | awk '/=> \//{print $1 " " $3}' | sort -u | awk '{print $2}'); do
     [[ $(basename "$lib") =~ $keep ]] && continue
     cp -Ln "$lib" "$b/lib/" 2>/dev/null || true
   done
-  if LD_LIBRARY_PATH=$b/lib ldd "$b"/bin/* "$b"/lib/* | awk '/not found/ {print $1}' | grep -Ev "$keep"; then
+  if LD_LIBRARY_PATH=$b/lib ldd "$b"/bin/* "$b"/tests/* "$b"/lib/* | awk '/not found/ {print $1}' | grep -Ev "$keep"; then
     echo "dtr.sh: the bundle misses the libraries above" >&2
     exit 1
   fi
   # The glibc the bundle needs: the newest GLIBC_x.y symbol version of any
   # packed program or library.
   local f v
-  for f in "$b"/bin/* "$b"/lib/*; do
+  for f in "$b"/bin/* "$b"/tests/* "$b"/lib/*; do
     v=$(objdump -T "$f" | { grep -o 'GLIBC_[0-9][0-9.]*' || true; } | sed 's/^GLIBC_//' | sort -Vu | tail -1)
     printf '%s %s\n' "${v:-none}" "${f#"$b"/}"
   done | sort -V -k1,1 -k2 >"$b/GLIBC_BY_FILE"

@@ -1,6 +1,7 @@
 // cuBLAS and cuDNN on the CUDA backend (cuda/libraries.cpp): one handle per
-// device, created on first use, so that without a driver nothing calls into
-// either library. Read by cuda/*_ops.cpp only.
+// thread and device (Note [library handles per thread], cuda/handle_pool.h),
+// created on first use, so that without a driver nothing calls into either
+// library. Read by cuda/*_ops.cpp only.
 //
 // cuBLAS is loaded at run time (dlopen of libcublas.so.<major>, the major
 // version built against) on the first GEMM on a device, not linked: loading
@@ -15,9 +16,14 @@
 // (cuda/runtime.h). cuBLAS gets a fixed workspace of its own
 // (cublasSetWorkspace: with it, and one stream, cuBLAS picks the same
 // algorithm and reduction order every call of one shape on one device),
-// atomics off, and CUBLAS_DEFAULT_MATH, so float32 GEMMs are true FP32 (no
-// TF32; there is no switch to turn TF32 on). cuDNN convolutions use fixed
-// deterministic algorithms and FMA math for float32 (cuda/conv_ops.cpp).
+// atomics off, and CUBLAS_DEFAULT_MATH with
+// CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, so float32 GEMMs are true
+// FP32 (no TF32; there is no switch to turn TF32 on) and float16/bfloat16
+// GEMMs accumulate in float32 throughout. Every thread's handle is set up
+// the same way, with a workspace of the same size, so a replay on another
+// thread picks the same algorithm. cuDNN convolutions use deterministic
+// algorithms chosen once per shape and FMA math for float32 (Note [cudnn
+// determinism], cuda/conv_ops.cpp).
 // Verified here: compiles and links (ldd build/libdtr.so names libcublas
 // and libcudnn). Not verified: any call, since no GPU was at hand.
 #pragma once
@@ -32,6 +38,7 @@ namespace dtr::cuda {
 /// The cuBLAS entry points the backend calls, with cuBLAS's own signatures.
 struct Cublas {
   decltype(&::cublasCreate) create;
+  decltype(&::cublasDestroy) destroy;
   decltype(&::cublasSetStream) set_stream;
   decltype(&::cublasSetWorkspace) set_workspace;
   decltype(&::cublasSetMathMode) set_math_mode;
@@ -52,13 +59,15 @@ struct Cublas {
 /// library and dlerror()'s reason when it or one of its symbols is missing.
 const Cublas& cublas();
 
-/// The cuBLAS handle of device `device`: made current, bound to
-/// cudaStreamLegacy with its own workspace (Note [library determinism]).
-/// Created on the first call for the device; DeviceError on failure.
+/// The calling thread's cuBLAS handle for device `device`, bound to
+/// cudaStreamLegacy with its own 32 MiB workspace (Note [library
+/// determinism]; the workspace is cudaMalloc'd outside the caching
+/// allocator and the budget). Made on the thread's first call for the
+/// device, or taken from a thread that ended; DeviceError on failure.
 cublasHandle_t cublas_handle(int device);
 
-/// The cuDNN handle of device `device`, bound to cudaStreamLegacy. Created on
-/// the first call for the device; DeviceError on failure.
+/// The calling thread's cuDNN handle for device `device`, bound to
+/// cudaStreamLegacy; made or reused as cublas_handle's. DeviceError on failure.
 cudnnHandle_t cudnn_handle(int device);
 
 /// DeviceError naming `what` for a failed cuBLAS call; OutOfMemoryError for

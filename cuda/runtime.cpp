@@ -23,6 +23,8 @@
 #include "core/caching_allocator.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/op_registry.h"
+#include "core/options.h"
 
 namespace dtr::cuda {
 
@@ -32,6 +34,33 @@ constexpr int kMaxDevices = 64;
 
 }  // namespace
 
+namespace {
+// The op whose kernel runs on this thread (run_kernel below), for messages.
+thread_local std::string_view t_current_op;
+}  // namespace
+
+bool is_sticky_error(cudaError_t error) {
+  switch (error) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorTensorMemoryLeak:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContained:
+    case cudaErrorExternalDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void check(cudaError_t rc, const char* what) {
   if (rc == cudaSuccess) [[likely]] return;
   throw_cuda_error(int(rc), what, nullptr, 0);
@@ -39,10 +68,25 @@ void check(cudaError_t rc, const char* what) {
 
 void throw_cuda_error(int error, const char* what, const char* file, int line) {
   const auto rc = cudaError_t(error);
-  (void)cudaGetLastError();  // clear a sticky launch error so later calls report their own
+  // Clears a launch-configuration error so later calls report their own; a
+  // sticky error stays whatever this does.
+  (void)cudaGetLastError();
   std::string where = file != nullptr ? fmt::format(" ({}:{})", file, line) : std::string();
-  std::string msg = fmt::format("{} failed: {} ({}){}", what, cudaGetErrorString(rc), cudaGetErrorName(rc), where);
+  std::string in_op = t_current_op.empty() ? std::string() : fmt::format(" in op {}", t_current_op);
+  std::string msg =
+      fmt::format("{} failed{}: {} ({}){}", what, in_op, cudaGetErrorString(rc), cudaGetErrorName(rc), where);
   if (rc == cudaErrorMemoryAllocation) throw OutOfMemoryError(std::move(msg));
+  if (is_sticky_error(rc)) {
+    // Note [lost devices]: the context is gone. Without DTR_CUDA_SYNC the
+    // fault surfaces at the next call that waits, which may be a later op's.
+    int index = -1;
+    if (cudaGetDevice(&index) != cudaSuccess || index < 0) index = 0;
+    const Device device(kCUDA, index);
+    mark_device_lost(device, global_options().cuda_sync
+                                 ? msg
+                                 : msg + " (reported there; the kernel that faulted may be an earlier op's)");
+    check_device_not_lost(device);  // throws the one DeviceError of a lost device
+  }
   throw DeviceError(std::move(msg));
 }
 
@@ -67,10 +111,21 @@ int device_count() {
 }
 
 void set_device(int index) {
-  thread_local int current = -1;
-  if (current == index) return;
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == index) return;
   DTR_CUDA_CHECK(cudaSetDevice(index));
-  current = index;
+}
+
+DeviceGuard::DeviceGuard(int index) : index_(index) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    previous_ = -1;
+  }
+  if (previous_ != index_) DTR_CUDA_CHECK(cudaSetDevice(index_));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && previous_ != index_ && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
 }
 
 Exec exec_for(Device device) {
@@ -140,7 +195,7 @@ class CudaMemorySource final : public DeviceMemorySource {
  public:
   explicit CudaMemorySource(int index) : index_(index) {}
   void* reserve(size_t nbytes) override {
-    set_device(index_);
+    DeviceGuard guard(index_);
     void* p = nullptr;
     cudaError_t rc = cudaMalloc(&p, nbytes);
     if (rc == cudaErrorMemoryAllocation) {
@@ -162,7 +217,7 @@ class CudaMemorySource final : public DeviceMemorySource {
     return p;
   }
   void release(void* p, size_t) override {
-    set_device(index_);
+    DeviceGuard guard(index_);
     // cudaFree waits for the device, so no queued kernel still reads the
     // segment. A failure means the context is gone (process exit).
     if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
@@ -201,7 +256,7 @@ void release_cached_segments() {
 namespace {
 
 int64_t memory_bytes_of(int index) {
-  set_device(index);
+  DeviceGuard guard(index);
   size_t free = 0, total = 0;
   DTR_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   return int64_t(total);
@@ -213,14 +268,14 @@ int64_t memory_bytes_of(int index) {
 
 void copy_from_host(int index, void* dst, const void* src, size_t n) {
   if (n == 0) return;
-  set_device(index);
+  DeviceGuard guard(index);
   DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cudaStreamLegacy));
   DTR_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 void copy_to_host(int index, void* dst, const void* src, size_t n) {
   if (n == 0) return;
-  set_device(index);
+  DeviceGuard guard(index);
   DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cudaStreamLegacy));
   DTR_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
@@ -228,20 +283,22 @@ void copy_to_host(int index, void* dst, const void* src, size_t n) {
 void copy_device(int dst_index, void* dst, int src_index, const void* src, size_t n) {
   if (n == 0) return;
   if (dst_index == src_index) {
-    set_device(dst_index);
+    DeviceGuard guard(dst_index);
     DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cudaStreamLegacy));
     return;  // stream-ordered before the device's later work
   }
   // Across devices: both devices' queued work first, then the peer copy.
-  set_device(src_index);
-  DTR_CUDA_CHECK(cudaDeviceSynchronize());
-  set_device(dst_index);
+  {
+    DeviceGuard guard(src_index);
+    DTR_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  DeviceGuard guard(dst_index);
   DTR_CUDA_CHECK(cudaMemcpyPeer(dst, dst_index, src, src_index, n));
   DTR_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void synchronize(int index) {
-  set_device(index);
+  DeviceGuard guard(index);
   DTR_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
@@ -278,30 +335,52 @@ Roofline roofline_of(int index) {
 
 // ---- timer (DTR_COST=measured) -----------------------------------------------------
 
-struct EventPair {
-  cudaEvent_t start = nullptr;
+/// A CUDA event destroyed with its owner, whatever throws in between.
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { DTR_CUDA_CHECK(cudaEventCreate(&e)); }
+  ~Event() {
+    if (cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
 };
 
 uint64_t timer_start(int index) {
-  set_device(index);
-  auto* e = new EventPair;
-  DTR_CUDA_CHECK(cudaEventCreate(&e->start));
-  DTR_CUDA_CHECK(cudaEventRecord(e->start, cudaStreamLegacy));
-  return reinterpret_cast<uint64_t>(e);
+  DeviceGuard guard(index);
+  auto start = std::make_unique<Event>();
+  DTR_CUDA_CHECK(cudaEventRecord(start->e, cudaStreamLegacy));
+  return reinterpret_cast<uint64_t>(start.release());
 }
 
 double timer_elapsed(int index, uint64_t token) {
-  std::unique_ptr<EventPair> e(reinterpret_cast<EventPair*>(token));
-  set_device(index);
-  cudaEvent_t stop = nullptr;
-  DTR_CUDA_CHECK(cudaEventCreate(&stop));
-  DTR_CUDA_CHECK(cudaEventRecord(stop, cudaStreamLegacy));
-  DTR_CUDA_CHECK(cudaEventSynchronize(stop));
+  const std::unique_ptr<Event> start(reinterpret_cast<Event*>(token));
+  DeviceGuard guard(index);
+  Event stop;
+  DTR_CUDA_CHECK(cudaEventRecord(stop.e, cudaStreamLegacy));
+  DTR_CUDA_CHECK(cudaEventSynchronize(stop.e));
   float ms = 0;
-  DTR_CUDA_CHECK(cudaEventElapsedTime(&ms, e->start, stop));
-  (void)cudaEventDestroy(stop);
-  (void)cudaEventDestroy(e->start);
+  DTR_CUDA_CHECK(cudaEventElapsedTime(&ms, start->e, stop.e));
   return double(ms) * 1e-3;
+}
+
+/// Every kernel on a CUDA device (Backend::run_kernel): the device current
+/// for the call and the caller's restored after; with DTR_CUDA_SYNC the
+/// kernel is waited for and checked here, so a fault names its own op
+/// (Note [lost devices]).
+void run_kernel(KernelFn kernel, const KernelContext& ctx, std::string_view op) {
+  DeviceGuard guard(ctx.device.index);
+  const std::string_view outer = t_current_op;
+  t_current_op = op;
+  struct Restore {
+    std::string_view outer;
+    ~Restore() { t_current_op = outer; }
+  } restore{outer};
+  kernel(ctx);
+  if (global_options().cuda_sync) {
+    DTR_CUDA_CHECK(cudaGetLastError());
+    DTR_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  }
 }
 
 Backend cuda_backend() {
@@ -322,6 +401,7 @@ Backend cuda_backend() {
   // synchronous (on the compute stream).
   b.host_link = [](int) { return HostLink{.bandwidth = 25e9, .latency_seconds = 1e-5}; };
   b.register_kernels = register_kernels;
+  b.run_kernel = run_kernel;
   b.host_accessible = false;
   return b;
 }

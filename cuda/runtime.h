@@ -28,9 +28,32 @@ int device_count();
 /// kernels]).
 Exec exec_for(Device device);
 
-/// Makes device `index` current on the calling thread (cudaSetDevice, skipped
-/// when it already is).
+/// Makes device `index` current on the calling thread: cudaSetDevice,
+/// skipped when cudaGetDevice says it already is (never a cached belief:
+/// PyTorch or the program may change the current device in between).
 void set_device(int index);
+
+/// Makes device `index` current for its scope and then restores the device
+/// that was current before (c10::cuda::CUDAGuard). Every host path of this
+/// backend that calls the CUDA runtime for a device holds one, so no call
+/// leaves the caller's current device changed.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  int index_ = -1;
+};
+
+/// Whether `error` is sticky: a fault of a kernel (illegal address,
+/// misaligned address, illegal instruction, a failed device assert, ...)
+/// after which the context is unusable and every later call of the process
+/// returns it (Note [lost devices]). Such an error marks the device lost.
+bool is_sticky_error(cudaError_t error);
 
 /// Throws for a failed CUDA call: OutOfMemoryError for an allocation
 /// failure, DeviceError naming `what` and CUDA's message otherwise.

@@ -19,8 +19,12 @@
 // Only with the backend: cuda/libraries.h includes the toolkit's cuBLAS and
 // cuDNN headers, which a machine without the toolkit lacks.
 #if DTR_HAVE_CUDA
+#include <thread>
+
 #include "cuda/exec.h"
 #include "cuda/libraries.h"
+#include "cuda/runtime.h"
+#include "tests/child_process.h"
 #endif
 
 namespace dtr {
@@ -81,6 +85,19 @@ TEST(CudaBackend, WithoutADeviceToCudaIsADeviceErrorAndTheCpuWorks) {
   // Nothing CPU-side is disturbed: the default device is the CPU.
   EXPECT_EQ(default_device(), Device(kCPU));
   EXPECT_EQ((x + x).sum().item<float>(), 12.0f);
+}
+
+TEST(CudaBackend, StickyErrorsAreTheFaultsThatLoseTheContext) {
+  // Note [lost devices]: CUDA's documented sticky errors, and no others.
+  for (cudaError_t e : {cudaErrorIllegalAddress, cudaErrorMisalignedAddress, cudaErrorIllegalInstruction,
+                        cudaErrorAssert, cudaErrorLaunchFailure, cudaErrorHardwareStackError,
+                        cudaErrorECCUncorrectable}) {
+    EXPECT_TRUE(cuda::is_sticky_error(e)) << int(e);
+  }
+  for (cudaError_t e : {cudaSuccess, cudaErrorMemoryAllocation, cudaErrorInvalidValue, cudaErrorNotReady,
+                        cudaErrorInvalidConfiguration, cudaErrorNoDevice, cudaErrorInsufficientDriver}) {
+    EXPECT_FALSE(cuda::is_sticky_error(e)) << int(e);
+  }
 }
 
 TEST(CudaLaunch, OneIndexPerThreadUpToTheGridCap) {
@@ -218,6 +235,38 @@ TEST(CudaGpu, TheCachingAllocatorAccountsTheDevicesMemory) {
   EXPECT_GE(s.allocated_bytes, int64_t{4} << 20);
   EXPECT_GE(s.reserved_bytes, s.allocated_bytes);
   EXPECT_EQ(t.sum().item<float>(), 0.0f);
+}
+
+TEST(CudaGpu, ThreadsGetTheirOwnLibraryHandles) {
+  SKIP_WITHOUT_A_GPU();  // Note [library handles per thread]
+  const cublasHandle_t mine = cuda::cublas_handle(0);
+  EXPECT_EQ(cuda::cublas_handle(0), mine);
+  const cudnnHandle_t my_cudnn = cuda::cudnn_handle(0);
+  cublasHandle_t theirs = nullptr;
+  cudnnHandle_t their_cudnn = nullptr;
+  std::thread([&] {
+    theirs = cuda::cublas_handle(0);
+    their_cudnn = cuda::cudnn_handle(0);
+  }).join();
+  EXPECT_NE(theirs, nullptr);
+  EXPECT_NE(theirs, mine);
+  EXPECT_NE(their_cudnn, my_cudnn);
+}
+
+// Note [lost devices], in a fresh process (tests/cuda/fault_child.cpp): a
+// kernel that reads an illegal address, with DTR_CUDA_SYNC=1, raises one
+// DeviceError naming its op; every later op on the device raises the lost
+// device's error; the CPU goes on.
+TEST(CudaGpu, AnIllegalAddressLosesTheDeviceWithOneClearError) {
+  SKIP_WITHOUT_A_GPU();
+  const auto exe = testing::built_program("tests", "dtr_fault_child");
+  ASSERT_TRUE(exe.has_value()) << "dtr_fault_child is built with the tests";
+  const testing::Output r = testing::run_child(*exe, {}, {{"DTR_CUDA_SYNC", "1"}});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_NE(r.out.find("fault: cuda:0 is lost"), std::string::npos) << r.all();
+  EXPECT_NE(r.out.find("in op add"), std::string::npos) << r.all();
+  EXPECT_NE(r.out.find("later: cuda:0 is lost"), std::string::npos) << r.all();
+  EXPECT_NE(r.out.find("cpu: 4"), std::string::npos) << r.all();
 }
 
 #else

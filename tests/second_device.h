@@ -1,24 +1,37 @@
 // A second device for the test suite, without a GPU: device type
-// "privateuseone" (PyTorch's PrivateUse1) with two devices, backed by host
-// memory through allocators of their own, running the CPU kernels (or,
-// with DTR_TEST_DEVICE_KERNELS=cuda, the CUDA kernels under host
-// emulation wherever they exist). It
-// proves the backend seam (core/backend.h): tensors on two devices at once,
-// separate budgets, copies across devices through the backends' copies. Its
-// memory is marked not host-accessible, so host-side readers (DTR_VERIFY,
-// printing, to_vector) must go through copy_to_host as on a GPU.
+// "privateuseone" (PyTorch's PrivateUse1) with two devices, standing in for
+// a GPU in everything the runtime can see. Its memory is host memory behind
+// the CUDA backend's own CachingAllocator (core/caching_allocator.h) over a
+// FakeArena of 1 GiB per device, so blocks are rounded to 512 bytes and
+// carved from 2 MiB and 20 MiB segments, memory_stats() and the layout are
+// known, the device fills up and refuses segments, and the budget
+// arithmetic, window eviction and fragmentation are exercised exactly as
+// on CUDA (Note [hard budget]). It runs the CPU kernels (or, with
+// DTR_TEST_DEVICE_KERNELS=cuda, the CUDA kernels under host emulation
+// wherever they exist) through a run_kernel slot that can inject a sticky
+// fault, which marks the device lost as a CUDA illegal address does (Note
+// [lost devices]). It proves the backend seam (core/backend.h): tensors on
+// two devices at once, separate budgets, copies across devices through the
+// backends' copies. Its memory is marked not host-accessible, so host-side
+// readers (DTR_VERIFY, printing, to_vector) must go through copy_to_host as
+// on a GPU.
 #pragma once
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/caching_allocator.h"
+#include "core/error.h"
 #include "core/op_registry.h"
+#include "fake_arena.h"
 #if DTR_HAVE_CUDA
 #include "cuda/emulation.h"
 #endif
@@ -28,24 +41,11 @@ namespace dtr::testing {
 inline constexpr int kSecondDeviceCount = 2;
 inline constexpr int64_t kSecondDeviceMemoryBytes = int64_t{1} << 30;
 
-/// Counts its live bytes and allocations.
-class SecondDeviceAllocator final : public Allocator {
- public:
-  void* allocate(size_t nbytes) override {
-    const size_t rounded = ((nbytes == 0 ? 1 : nbytes) + 63) & ~size_t{63};
-    void* p = std::aligned_alloc(64, rounded);
-    if (p != nullptr) {
-      live_bytes += int64_t(nbytes);
-      ++allocations;
-    }
-    return p;
-  }
-  void deallocate(void* p, size_t nbytes) override {
-    live_bytes -= int64_t(nbytes);
-    std::free(p);
-  }
-  std::atomic<int64_t> live_bytes{0};
-  std::atomic<int64_t> allocations{0};
+/// One device's memory: a 1 GiB arena of host memory and the caching
+/// allocator over it.
+struct SecondDeviceMemory {
+  FakeArena arena{kSecondDeviceMemoryBytes};
+  CachingAllocator allocator{arena};
 };
 
 /// Calls of the backend's copy slots (what crossed the seam).
@@ -66,10 +66,34 @@ inline bool second_device_wants_cuda_kernels() {
   return v != nullptr && std::string_view(v) == "cuda";
 }
 
-inline SecondDeviceAllocator& second_device_allocator(int index) {
-  static SecondDeviceAllocator* a = new SecondDeviceAllocator[kSecondDeviceCount];
-  return a[index];
+inline SecondDeviceMemory& second_device_memory(int index) {
+  static SecondDeviceMemory* m = new SecondDeviceMemory[kSecondDeviceCount];  // never destroyed
+  return m[index];
 }
+inline CachingAllocator& second_device_allocator(int index) { return second_device_memory(index).allocator; }
+
+/// A fault injected into the next kernel of one op on one device.
+struct SecondDeviceFault {
+  std::mutex mu;
+  int device = -1;  // -1: none armed
+  std::string op;
+};
+inline SecondDeviceFault& second_device_fault() {
+  static SecondDeviceFault* f = new SecondDeviceFault;
+  return *f;
+}
+/// Arms a sticky fault: the next kernel of `op` on privateuseone:`index`
+/// runs, then "faults" as a CUDA kernel that touched an illegal address
+/// does: the device is marked lost (Note [lost devices]) and the op throws
+/// its DeviceError. clear_device_lost(device) recovers, which a real GPU
+/// cannot.
+inline void inject_sticky_fault(int index, std::string op) {
+  SecondDeviceFault& f = second_device_fault();
+  std::lock_guard lock(f.mu);
+  f.device = index;
+  f.op = std::move(op);
+}
+
 inline SecondDeviceCounters& second_device_counters() {
   static SecondDeviceCounters* c = new SecondDeviceCounters;
   return *c;
@@ -83,6 +107,17 @@ inline Device second_device(int index = 0) {
     b.type = kPrivateUse1;
     b.device_count = [] { return kSecondDeviceCount; };
     b.allocator = [](int i) -> Allocator* { return &second_device_allocator(i); };
+    b.run_kernel = [](KernelFn kernel, const KernelContext& ctx, std::string_view op) {
+      kernel(ctx);
+      SecondDeviceFault& f = second_device_fault();
+      std::lock_guard lock(f.mu);
+      if (f.device != ctx.device.index || f.op != op) return;
+      f.device = -1;
+      mark_device_lost(ctx.device, "an illegal memory access was encountered (an injected sticky fault) in op " +
+                                       std::string(op));
+      check_device_not_lost(ctx.device);
+    };
+
     b.memory_bytes = [](int) { return kSecondDeviceMemoryBytes; };
     b.copy_from_host = [](int, void* dst, const void* src, size_t n) {
       ++second_device_counters().from_host;

@@ -3,10 +3,12 @@
 // kernel serves every device type: it hands a CollectiveCall to the group
 // named by the row's "group" attribute, whose backend checks the device.
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/op_registry.h"
@@ -27,12 +29,12 @@ thread_local std::shared_ptr<Work> t_work;
 
 std::shared_ptr<ProcessGroup> group_of(const Attrs& a) { return group_from_id(a.i("group")); }
 
-template <CollectiveKind K, bool kInplace, DeviceType D>
+template <CollectiveKind K, bool kInplace>
 void collective_kernel(const KernelContext& c) {
   std::shared_ptr<ProcessGroup> g = group_of(c.attrs);
   CollectiveCall call;
   call.kind = K;
-  call.device = Device(D, 0);
+  call.device = c.device;  // the operands' device: cuda:<local rank> on each rank
   call.out = c.outputs[0];
   // In place: (tensor) or (output, input); out of place: (input).
   call.in = kInplace ? (c.inputs.size() > 1 ? c.inputs[1] : c.outputs[0]) : c.inputs[0];
@@ -41,7 +43,9 @@ void collective_kernel(const KernelContext& c) {
   if constexpr (K == CollectiveKind::kBroadcast) {
     call.root = int(c.attrs.i("src"));
     // Out of place: every rank starts from its input; the root's is sent.
-    if (!kInplace) std::memcpy(call.out.data, call.in.data, size_t(call.in.numel()) * itemsize(call.in.dtype));
+    // Through the backend's copy: on a GPU both are device memory.
+    if (!kInplace)
+      copy_bytes(c.device, call.out.data, c.device, call.in.data, size_t(call.in.numel()) * itemsize(call.in.dtype));
     call.in = call.out;
   }
   std::shared_ptr<Work> w = g->launch(call);
@@ -55,15 +59,25 @@ void collective_kernel(const KernelContext& c) {
 template <CollectiveKind K, bool kInplace>
 void set_kernels(const std::string& name) {
   auto& reg = OpRegistry::instance();
-  reg.set_kernel(name, kCPU, collective_kernel<K, kInplace, kCPU>);
-  reg.set_kernel(name, kCUDA, collective_kernel<K, kInplace, kCUDA>);
-  reg.set_kernel(name, kPrivateUse1, collective_kernel<K, kInplace, kPrivateUse1>);
+  for (DeviceType type : {kCPU, kCUDA, kPrivateUse1}) reg.set_kernel(name, type, collective_kernel<K, kInplace>);
 }
 
 void check_common(std::string_view op, const TensorMeta& m) {
   DTR_CHECK(is_contiguous(m.shape, m.strides), ValueError,
             "{}: the tensor must be contiguous (shape {}, strides {}); call .contiguous() first", op,
             shape_str(m.shape), shape_str(m.strides));
+}
+
+/// MPI counts elements in an int: a larger tensor would wrap (a partial or
+/// failed transfer), so it is refused before any rank sends (nccl counts in
+/// size_t).
+void check_count(std::string_view op, const TensorMeta& m, const Attrs& a) {
+  if (group_of(a)->backend_name() != "mpi") return;
+  const int64_t n = m.numel();
+  DTR_CHECK(n <= int64_t(std::numeric_limits<int>::max()), ValueError,
+            "{}: the mpi backend moves at most {} elements per collective, got {} (shape {}); split the "
+            "tensor",
+            op, std::numeric_limits<int>::max(), n, shape_str(m.shape));
 }
 
 void check_reduce_op(std::string_view op, const Attrs& a, DType t) {
@@ -85,6 +99,7 @@ TensorMeta contiguous_meta(Shape shape, const TensorMeta& like) {
 void infer_same(std::span<const TensorMeta> in, const Attrs& a, std::vector<TensorMeta>& out,
                 std::string_view op) {
   check_common(op, in[0]);
+  check_count(op, in[0], a);
   if (a.has("op")) check_reduce_op(op, a, in[0].dtype);
   if (a.has("src")) {
     const int64_t src = a.i("src");
@@ -114,6 +129,11 @@ void infer_resized(std::span<const TensorMeta> in, const Attrs& a, std::vector<T
                    std::string_view op) {
   const TensorMeta& input = in.size() > 1 ? in[1] : in[0];
   check_common(op, input);
+  // MPI's count is per rank: what each rank sends to a gather, what each
+  // gets of a reduce-scatter.
+  TensorMeta per_rank = input;
+  if (kScatter) per_rank.shape = resized_dim0(op, input, group_of(a)->size(), true);
+  check_count(op, per_rank, a);
   if (kScatter) check_reduce_op(op, a, input.dtype);
   const Shape want = resized_dim0(op, input, group_of(a)->size(), kScatter);
   if (in.size() > 1) {  // in place into a given output

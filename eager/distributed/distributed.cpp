@@ -66,8 +66,9 @@ void ProcessGroup::register_group(const std::shared_ptr<ProcessGroup>& g) {
 
 std::shared_ptr<Work> ProcessGroup::launch(const CollectiveCall& call) {
   const std::string_view name = collective_name(call.kind);
-  DTR_CHECK(broken_.empty(), DistributedError,
-            "{}: process group {} is unusable after an earlier failure: {}", name, id_, broken_);
+  if (std::string why = broken_reason(); !why.empty())
+    throw DistributedError(
+        fmt::format("{}: process group {} is unusable after an earlier failure: {}", name, id_, why));
   DTR_CHECK(rank_ >= 0, DistributedError,
             "{}: this process is not a member of process group {} (world ranks [{}])", name, id_,
             fmt::join(world_ranks_, ", "));
@@ -81,7 +82,7 @@ std::shared_ptr<Work> ProcessGroup::launch(const CollectiveCall& call) {
 }
 
 void ProcessGroup::refuse(CollectiveKind kind, const Error& why) {
-  if (!broken_.empty() || rank_ < 0) return;
+  if (!healthy() || rank_ < 0) return;
   const int64_t seq = calls_++;
   std::shared_ptr<Work> w = start_refusal(kind, seq, why);
   if (w == nullptr) {
@@ -211,6 +212,17 @@ std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::optional<do
   if (timeout_seconds) g->timeout_seconds_ = *timeout_seconds;
   ProcessGroup::register_group(g);
   return g;
+}
+
+void adopt_group(const std::shared_ptr<ProcessGroup>& group) {
+  DTR_CHECK(group != nullptr, ValueError, "adopt_group: the group is null");
+  ProcessGroup::register_group(group);
+}
+
+void forget_group(const std::shared_ptr<ProcessGroup>& group) {
+  if (group == nullptr) return;
+  std::lock_guard lock(table().mu);
+  table().groups.erase(group->id());
 }
 
 std::shared_ptr<ProcessGroup> group_from_id(int64_t id) {

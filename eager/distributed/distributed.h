@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -114,10 +115,17 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// Collectives this rank has launched on the group (its sequence number):
   /// every launch counts once; a replay never launches one.
   int64_t collective_calls() const { return calls_; }
-  /// False once a collective timed out or failed: later ones throw.
-  bool healthy() const { return broken_.empty(); }
+  /// False once a collective timed out or failed: later ones throw. Any
+  /// thread may ask while another marks the group broken.
+  bool healthy() const {
+    std::lock_guard lock(broken_mu_);
+    return broken_.empty();
+  }
   /// Why the group is unusable ("" while healthy).
-  const std::string& broken_reason() const { return broken_; }
+  std::string broken_reason() const {
+    std::lock_guard lock(broken_mu_);
+    return broken_;
+  }
 
   /// Starts `call` (the kernels of the collective rows call this). Throws
   /// DistributedError for a non-member rank, a broken group, or a tensor on
@@ -142,8 +150,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual std::shared_ptr<Work> start_refusal(CollectiveKind /*kind*/, int64_t /*seq*/, const Error& /*why*/) {
     return nullptr;
   }
-  /// Marks the group unusable with `why` (after a timeout or library error).
-  void mark_broken(std::string why) { broken_ = std::move(why); }
+  /// Marks the group unusable with `why` (after a timeout or library error,
+  /// or when destroyed; from any thread).
+  void mark_broken(std::string why) {
+    std::lock_guard lock(broken_mu_);
+    broken_ = std::move(why);
+  }
 
  private:
   /// Registers the group in the handle table (sets id()).
@@ -151,11 +163,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   friend void init_process_group(std::string_view, InitOptions);
   friend void destroy_process_group(const std::shared_ptr<ProcessGroup>&);
   friend std::shared_ptr<ProcessGroup> new_group(std::vector<int>, std::optional<double>);
+  friend void adopt_group(const std::shared_ptr<ProcessGroup>&);
   int rank_;
   std::vector<int> world_ranks_;
   double timeout_seconds_;
   int64_t id_ = -1;
   int64_t calls_ = 0;
+  mutable std::mutex broken_mu_;
   std::string broken_;
 };
 
@@ -196,6 +210,12 @@ std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks,
 /// The group with handle `id` (collective kernels resolve their "group"
 /// attribute with it); DistributedError naming the id when there is none.
 std::shared_ptr<ProcessGroup> group_from_id(int64_t id);
+/// Registers `group`, made outside init_process_group and new_group (a
+/// process group of a backend of one's own, or an in-process group of a
+/// test), so that collectives accept it as their `group`; it is no world.
+/// forget_group takes it out of the table again (later use: DistributedError).
+void adopt_group(const std::shared_ptr<ProcessGroup>& group);
+void forget_group(const std::shared_ptr<ProcessGroup>& group);
 
 // ---- collectives on tensors (torch.distributed's in-place forms) ------------
 // Each takes `group` (default: the world) and, where PyTorch has it,

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "eager/distributed/backends.h"
@@ -98,7 +99,7 @@ class DeviceGuard {
     if (previous_ != device_) check_cuda(cudaSetDevice(device_), fmt::format("cudaSetDevice({})", device_));
   }
   ~DeviceGuard() {
-    if (previous_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+    if (previous_ >= 0 && previous_ != device_ && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
@@ -389,8 +390,10 @@ class NcclGroup final : public ProcessGroup {
     check_async(kind, seq);
     const cudaError_t e = cudaEventQuery(done);
     if (e == cudaSuccess) return true;
+    // "Not ready" is no error, but some CUDA versions record it as the last
+    // error; cleared so that the next kernel's check_launch does not report it.
+    (void)cudaGetLastError();
     if (e == cudaErrorNotReady) return false;
-    cudaGetLastError();
     fail(fmt::format("nccl: {} #{} on group {}: cudaEventQuery failed ({})", collective_name(kind), seq,
                      id(), cuda_text(e)));
   }
@@ -549,7 +552,10 @@ std::vector<Fingerprint> NcclGroup::exchange(const Fingerprint& mine, Collective
       [&] {
         check_async(kind, seq);
         const cudaError_t e = cudaEventQuery(fingerprints_done_);
-        if (e == cudaErrorNotReady) return false;
+        if (e == cudaErrorNotReady) {
+          (void)cudaGetLastError();  // as in poll_event
+          return false;
+        }
         cuda(e, "cudaEventQuery of the fingerprints");
         return true;
       },
@@ -682,7 +688,7 @@ NcclWork::~NcclWork() {
       logger().error("nccl: {} #{} destroyed unwaited failed: {}", collective_name(kind_), seq_, e.what());
     }
   }
-  cudaEventDestroy(done_);
+  if (cudaEventDestroy(done_) != cudaSuccess) (void)cudaGetLastError();
 }
 
 bool NcclWork::is_completed() {
@@ -717,7 +723,13 @@ std::shared_ptr<ProcessGroup> nccl_init_world(double timeout_seconds) {
             env.launcher == "torchrun" ? "LOCAL_RANK" : "OMPI_COMM_WORLD_LOCAL_RANK", device, devices,
             devices == 1 ? " is" : "s are");
   prefer_deterministic_algorithms();
-  check_cuda(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
+  // The communicator is made on `device`; the caller's current device is
+  // restored after (a stale current device would send its kernels astray).
+  DeviceGuard guard(device);
+  // This rank's device is the default one from now on: the bare
+  // DTR_MEMORY_BUDGET and the device-less budget and stats calls mean it,
+  // not cuda:0 (which would also make a context on GPU 0 in every rank).
+  set_default_device(Device(kCUDA, device));
   const Clock::time_point deadline = deadline_after(Clock::now(), timeout_seconds);
 
   ncclUniqueId id{};

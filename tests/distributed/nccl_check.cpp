@@ -250,11 +250,15 @@ void check_sub_group(Rank& r) {
 int worker() {
   try {
     dist::init_process_group("nccl", {.timeout_seconds = 60.0});
-    int dev = 0;
-    cuda_ok(cudaGetDevice(&dev), "cudaGetDevice");
-    Rank r{dist::world(), dist::get_rank(), dist::get_world_size(), dtr::Device(dtr::DeviceType::kCUDA, dev)};
-    CHECK_THAT(r.group->device() == r.device, "the group runs on {}, the rank's current device is {}",
-               r.group->device().str(), r.device.str());
+    // The group's device is this rank's (LOCAL_RANK); init_process_group
+    // leaves the caller's current device as it was.
+    const dtr::Device device = dist::world()->device();
+    CHECK_THAT(device.type == dtr::DeviceType::kCUDA, "the nccl group runs on {}", device.str());
+    int current = -1;
+    cuda_ok(cudaGetDevice(&current), "cudaGetDevice");
+    CHECK_THAT(current == 0, "init_process_group changed the current device to cuda:{}", current);
+    cuda_ok(cudaSetDevice(device.index), "cudaSetDevice");  // this test's own buffers go there
+    Rank r{dist::world(), dist::get_rank(), dist::get_world_size(), device};
     check_all_reduce(r);
     check_bitwise_identical(r);
     check_broadcast_gather_scatter(r);
@@ -262,7 +266,7 @@ int worker() {
     check_sub_group(r);
     const int64_t calls = r.group->collective_calls();
     dist::destroy_process_group();
-    std::printf("rank %d of %d on cuda:%d: %d failures, %lld collectives\n", r.rank, r.world, dev, g_failures,
+    std::printf("rank %d of %d on cuda:%d: %d failures, %lld collectives\n", r.rank, r.world, r.device.index, g_failures,
                 static_cast<long long>(calls));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worker: %s\n", e.what());

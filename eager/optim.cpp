@@ -449,8 +449,9 @@ void Optimizer::load_state_dict(const StateDict& state) {
         }
         src = t.reshape({-1}).slice(0, begin, end);
       }
-      // An owned copy in the parameter's dtype (the loaded tensor may be shared).
-      Tensor buf = src.to(params_[i].dtype());
+      // An owned copy in the parameter's dtype, on its device (the loaded
+      // tensor may be shared, and is read on the CPU).
+      Tensor buf = src.to(params_[i].device()).to(params_[i].dtype());
       buf = buf.impl() == src.impl() ? src.clone() : buf;
       add_buffer(s, name, buf);
     }

@@ -393,7 +393,8 @@ class Tensor {
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
   Tensor& fill_(Scalar value);
   Tensor& zero_();
-  /// Copies `src` (broadcast, cast) into this tensor's elements.
+  /// Copies `src` (broadcast, cast, and from another device) into this
+  /// tensor's elements (torch.Tensor.copy_).
   Tensor& copy_(const Tensor& src);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
 

@@ -134,7 +134,10 @@ Tensor Tensor::to(Device d) const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   static const OpDef& o = op("copy_");
-  dispatch(o, std::vector<Tensor>{*this, src});
+  // torch.Tensor.copy_ copies across devices: src comes to this tensor's
+  // device first (loading a checkpoint read on the CPU into a CUDA model).
+  const bool across = src.defined() && defined() && src.device() != device();
+  dispatch(o, std::vector<Tensor>{*this, across ? src.to(device()) : src});
   return *this;
 }
 

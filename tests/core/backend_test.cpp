@@ -87,15 +87,15 @@ TEST_F(TwoDevices, EachDeviceCountsOnlyItsOwnBytes) {
   auto& alloc = testing::second_device_allocator(0);
   const int64_t cpu_before = remat::stats(Device(kCPU)).resident_bytes;
   const int64_t dev_before = remat::stats(dev).resident_bytes;
-  const int64_t live_before = alloc.live_bytes.load();
+  const int64_t live_before = alloc.memory_stats()->allocated_bytes;
   {
     const Tensor x = zeros({1024}, dev);  // 4 KiB on the second device
     EXPECT_EQ(remat::stats(dev).resident_bytes - dev_before, 4096);
     EXPECT_EQ(remat::stats(Device(kCPU)).resident_bytes, cpu_before);
-    EXPECT_EQ(alloc.live_bytes.load() - live_before, 4096);  // its own allocator
+    EXPECT_EQ(alloc.memory_stats()->allocated_bytes - live_before, 4096);  // its own allocator
   }
   EXPECT_EQ(remat::stats(dev).resident_bytes, dev_before);
-  EXPECT_EQ(alloc.live_bytes.load(), live_before);
+  EXPECT_EQ(alloc.memory_stats()->allocated_bytes, live_before);
 }
 
 // Budgets are per device: filling the second device under a small budget
@@ -253,6 +253,26 @@ TEST_F(DeviceBudgets, BadFormsAreOneClearErrorAndChangeNothing) {
     EXPECT_EQ(s["cpu"], "none") << bad;  // the default (unlimited) stays
     EXPECT_EQ(s["p0"], "none") << bad;
   }
+}
+
+TEST_F(TwoDevices, CopyIntoADeviceTensorTakesSourcesFromAnyDevice) {
+  // torch.Tensor.copy_ across devices: what loading a checkpoint (read on
+  // the CPU) into a model on the device does.
+  Tensor d = zeros({3}, dev);
+  d.copy_(from_vector<float>({1, 2, 3}, {3}));
+  EXPECT_EQ(d.device(), dev);
+  EXPECT_TRUE(testing::allclose(d, {1, 2, 3}));
+  Tensor c = zeros({3});
+  c.copy_(from_vector<double>({4, 5, 6}, {3}, TensorOptions(kFloat64).device(second_device(1))));
+  EXPECT_TRUE(testing::allclose(c, {4, 5, 6}));
+
+  nn::Linear on_device(2, 2);
+  on_device.to(dev);
+  nn::Linear on_cpu(2, 2);
+  on_device.load_state_dict(on_cpu.state_dict());
+  EXPECT_EQ(on_device.weight.device(), dev);
+  EXPECT_TRUE(testing::bitwise_equal(on_device.weight.to(Device(kCPU)), on_cpu.weight));
+  EXPECT_TRUE(testing::bitwise_equal(on_device.bias.to(Device(kCPU)), on_cpu.bias));
 }
 
 }  // namespace

@@ -296,7 +296,16 @@ Tensor from_dlpack_object(nb::handle obj) {
   if (PyCapsule_CheckExact(obj.ptr())) {
     cap = nb::borrow(obj);
   } else if (nb::hasattr(obj, "__dlpack__")) {
-    cap = obj.attr("__dlpack__")();
+    // The consumer's stream (DLPack's __dlpack__(stream=...)): for a CUDA
+    // tensor, 1, the legacy default stream every dtr kernel runs on, so the
+    // producer orders its pending writes before dtr's first read; None
+    // elsewhere (a CPU producer refuses any other value).
+    nb::object stream = nb::none();
+    if (nb::hasattr(obj, "__dlpack_device__")) {
+      const auto dev = nb::cast<std::pair<int, int>>(obj.attr("__dlpack_device__")());
+      if (dev.first == int(kDLCUDA)) stream = nb::int_(1);
+    }
+    cap = stream.is_none() ? obj.attr("__dlpack__")() : obj.attr("__dlpack__")(nb::arg("stream") = stream);
   } else {
     throw TypeError(fmt::format("from_dlpack: expected a DLPack capsule or an object with "
                                 "__dlpack__, got {}",

@@ -75,6 +75,13 @@ class Allocator {
   /// Restarts memory_stats().peak_allocated_bytes from the bytes allocated
   /// now (torch.cuda.reset_peak_memory_stats); nothing where no account is kept.
   virtual void reset_peak_stats() {}
+  /// For memory snapshots only (remat/memory_snapshot.h): the bytes a block
+  /// handed out for `nbytes` occupies (rounded_bytes by default; the host
+  /// allocator's page and 64-byte rounding, which no budget counts), and
+  /// the free blocks kept for reuse outside layout()'s segments (none by
+  /// default).
+  virtual int64_t block_bytes(size_t nbytes) const { return rounded_bytes(nbytes); }
+  virtual std::vector<MemoryBlock> cached_blocks() const { return {}; }
   /// Every reserved segment's blocks, segments in address order; empty (the
   /// default) where the layout is not known.
   virtual std::vector<MemorySegmentLayout> layout() const { return {}; }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/memory_history.h"
 
 namespace dtr {
 
@@ -64,6 +65,7 @@ CachingAllocator::Block* CachingAllocator::add_segment_locked(size_t seg_bytes, 
   b->segment = b->ptr;
   segments_.emplace(b->ptr, Segment{seg_bytes, b->small, b});
   reserved_bytes_ += int64_t(seg_bytes);
+  if (memory::recording()) memory::record_segment(this, true, p, int64_t(seg_bytes));
   return b;
 }
 
@@ -98,6 +100,7 @@ void CachingAllocator::release_segment_locked(char* base) {
   delete seg.first;
   segments_.erase(it);
   reserved_bytes_ -= int64_t(seg.size);
+  if (memory::recording()) memory::record_segment(this, false, base, int64_t(seg.size));
   source_.release(base, seg.size);
 }
 

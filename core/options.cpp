@@ -205,8 +205,8 @@ struct OptionRow {
   absl::Status (*apply)(Options&, std::string_view value);
 };
 
-const std::array<OptionRow, 14>& option_rows() {
-  static const std::array<OptionRow, 14> rows = {{
+const std::array<OptionRow, 15>& option_rows() {
+  static const std::array<OptionRow, 15> rows = {{
       {{"DTR_MEMORY_BUDGET", "unlimited",
         "hard cap on resident device bytes of tensor storage (Note [hard budget]), per device: "
         "a bare budget caps the default device (the first CUDA device where one is present, "
@@ -279,6 +279,17 @@ const std::array<OptionRow, 14>& option_rows() {
        "a file path (a .txt or .svg ending is dropped), or \"off\"",
        [](Options& o, std::string_view v) {
          o.plan_path = equals_ignore_case(v, "off") ? "" : std::string(v);
+         return absl::OkStatus();
+       }},
+      {{"DTR_MEMORY_SNAPSHOT", "off",
+        "record every allocation, free, eviction, rematerialization and swap from the start and "
+        "write a memory snapshot in the format of torch.cuda.memory._snapshot() (a pickle that "
+        "https://pytorch.org/memory_viz and torch.cuda._memory_viz read) to this path at exit "
+        "(Note [memory snapshots])",
+        "dtr::memory::set_snapshot_at_exit"},
+       "a file path, or \"off\"",
+       [](Options& o, std::string_view v) {
+         o.memory_snapshot_path = equals_ignore_case(v, "off") ? "" : std::string(v);
          return absl::OkStatus();
        }},
       {{"DTR_COLLECTIVE_TIMEOUT", "600",

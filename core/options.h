@@ -142,6 +142,7 @@ struct Options {
   std::string log_level = "warn";       // DTR_LOG
   std::string trace_path;               // DTR_TRACE ("" = off)
   std::string plan_path;                // DTR_PLAN ("" = off)
+  std::string memory_snapshot_path;     // DTR_MEMORY_SNAPSHOT ("" = off)
   bool verify = false;                  // DTR_VERIFY
   double collective_timeout_seconds = 600;  // DTR_COLLECTIVE_TIMEOUT
   double thrash_limit = 32;             // DTR_THRASH_LIMIT (0: off)

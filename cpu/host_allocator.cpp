@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 
 #include <sys/mman.h>
@@ -47,7 +48,7 @@ CachingHostAllocator::CachingHostAllocator(size_t cap_bytes) : cap_bytes_(cap_by
 
 CachingHostAllocator::~CachingHostAllocator() { empty_cache(); }
 
-size_t CachingHostAllocator::block_bytes(size_t nbytes) {
+size_t CachingHostAllocator::rounded_block_bytes(size_t nbytes) {
   if (nbytes == 0) nbytes = 1;
   // Page-rounded above the threshold, so sizes that differ by a few bytes
   // share blocks; 64-byte-rounded (aligned_alloc's rule) below it.
@@ -55,12 +56,27 @@ size_t CachingHostAllocator::block_bytes(size_t nbytes) {
   return (nbytes + unit - 1) / unit * unit;
 }
 
+int64_t CachingHostAllocator::block_bytes(size_t nbytes) const { return int64_t(rounded_block_bytes(nbytes)); }
+
+std::vector<MemoryBlock> CachingHostAllocator::cached_blocks() const {
+  std::vector<MemoryBlock> out;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [bytes, blocks] : free_)
+      for (void* p : blocks) out.push_back({p, int64_t(bytes), false});
+  }
+  std::sort(out.begin(), out.end(), [](const MemoryBlock& a, const MemoryBlock& b) {
+    return std::less<const void*>()(a.ptr, b.ptr);
+  });
+  return out;
+}
+
 void* CachingHostAllocator::allocate(size_t nbytes) {
   return allocate_within(nbytes, kUnlimited);
 }
 
 void* CachingHostAllocator::allocate_within(size_t nbytes, int64_t max_cached_bytes) {
-  const size_t bytes = block_bytes(nbytes);
+  const size_t bytes = rounded_block_bytes(nbytes);
   const bool cacheable = bytes >= kHostCacheMinBytes && cap_bytes_ > 0;
   if (!cacheable) {
     void* p = std::aligned_alloc(kAlignment, bytes);
@@ -127,7 +143,7 @@ void* CachingHostAllocator::allocate_within(size_t nbytes, int64_t max_cached_by
 
 void CachingHostAllocator::deallocate(void* ptr, size_t nbytes) {
   if (ptr == nullptr) return;
-  const size_t bytes = block_bytes(nbytes);
+  const size_t bytes = rounded_block_bytes(nbytes);
   if (bytes >= kHostCacheMinBytes && cap_bytes_ > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.in_use_bytes -= int64_t(bytes);

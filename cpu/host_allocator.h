@@ -113,9 +113,13 @@ class CachingHostAllocator final : public Allocator {
   /// Frees cached blocks, largest first, until `nbytes` are gone or none is left.
   void release_cached(int64_t nbytes) override;
   HostCacheStats stats() const;
+  /// For memory snapshots: a block's size as rounded here, and the cached
+  /// free blocks (address order).
+  int64_t block_bytes(size_t nbytes) const override;
+  std::vector<MemoryBlock> cached_blocks() const override;
 
  private:
-  static size_t block_bytes(size_t nbytes);
+  static size_t rounded_block_bytes(size_t nbytes);
   // Takes cached blocks, largest first, until `nbytes` are gone or none is
   // left; the caller holds mutex_ and frees the returned (block, bytes)
   // pairs with free_blocks after unlocking.

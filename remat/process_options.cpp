@@ -13,6 +13,7 @@
 #include "core/logging.h"
 #include "core/options.h"
 #include "remat/lineage.h"
+#include "remat/memory_snapshot.h"
 #include "remat/runtime.h"
 
 namespace dtr::remat {
@@ -64,6 +65,10 @@ void apply_process_option(std::string_view name, const Options& o) {
   if (name == "DTR_PLAN") {
     throw ValueError(
         "DTR_PLAN records the whole run from its start, so it is read from the environment at start-up only");
+  }
+  if (name == "DTR_MEMORY_SNAPSHOT") {
+    memory::set_snapshot_at_exit(o.memory_snapshot_path);
+    return;
   }
   if (name == "DTR_MEMORY_BUDGET") check_budget_devices(o.memory_budget);
   Runtime& rt = Runtime::global();

@@ -16,8 +16,10 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/memory_history.h"
 #include "core/op_registry.h"
 #include "core/options.h"
+#include "remat/memory_snapshot.h"
 #include "remat/planner.h"
 #include "remat/policy.h"
 #include "remat/trace_file.h"
@@ -209,8 +211,12 @@ struct Runtime::Impl final : CandidateSync {
         m && m->budget ? *m->budget : 0));
     trace->flush();
   }
-  [[noreturn]] void throw_oom_error(std::string message, const DeviceMemory& m) {
+  [[noreturn]] void throw_oom_error(std::string message, const DeviceMemory& m, int64_t request = 0) {
     trace_error("OutOfMemoryError", message, &m);
+    if (recording_history()) {
+      const int64_t free = m.budget ? *m.budget - m.stats.resident_bytes : 0;
+      memory::record_oom(m.device, request, std::max<int64_t>(0, free), CurrentOpScope::current());
+    }
     throw OutOfMemoryError(std::move(message));
   }
   void open_trace(const std::string& path) {
@@ -285,13 +291,17 @@ struct Runtime::Impl final : CandidateSync {
   }
 
   static void track_bytes(DeviceMemory& m, Storage& s) {
+    ++m.stats.allocations;
     m.stats.resident_bytes += s.nbytes();
     m.stats.peak_bytes = std::max(m.stats.peak_bytes, m.stats.resident_bytes);
   }
   void free_bytes(Storage& s) {
     pool_remove(s);
     if (s.resident()) {
-      if (DeviceMemory* m = memory_of(s)) m->stats.resident_bytes -= s.nbytes();
+      if (DeviceMemory* m = memory_of(s)) {
+        m->stats.resident_bytes -= s.nbytes();
+        if (recording_history()) memory::record_free(m->device, s.data(), s.nbytes(), CurrentOpScope::current());
+      }
       s.free_data();
     }
     if (swapped(s)) release_host_copy(s);
@@ -309,6 +319,7 @@ struct Runtime::Impl final : CandidateSync {
   void release_host_copy(Storage& s) {
     StorageState& state = st(s);
     DeviceMemory& h = host_memory();
+    if (recording_history()) memory::record_free(h.device, state.host_data, s.nbytes(), CurrentOpScope::current());
     h.alloc->deallocate(state.host_data, size_t(s.nbytes()));
     state.host_data = nullptr;
     h.stats.resident_bytes -= s.nbytes();
@@ -337,9 +348,11 @@ struct Runtime::Impl final : CandidateSync {
     }
     debug_rate_limited(debug_limit, "swap out storage {} ({} bytes, from {}) on {} to host memory",
                        fmt::ptr(&s), n, producer_name(s), m.device.str());
+    const memory::WhyScope why(memory::Why::kSwapOut, producer_name(s));
     free_bytes(s);
     st(s).host_data = p;
     track_bytes(h, s);
+    if (recording_history()) memory::record_alloc(h.device, p, n, CurrentOpScope::current());
     h.stats.host_tier_bytes += n;
     m.stats.swapped_bytes += n;
     ++m.stats.swap_outs;
@@ -360,6 +373,7 @@ struct Runtime::Impl final : CandidateSync {
     DeviceMemory& m = *memory_of(s);
     const int64_t n = s.nbytes();
     const auto t0 = std::chrono::steady_clock::now();
+    const memory::WhyScope why(memory::Why::kSwapIn, producer_name(s));
     allocate(s);
     if (!simulated) {
       const Backend& b = backend(s.device());
@@ -403,6 +417,7 @@ struct Runtime::Impl final : CandidateSync {
       }
     }
     if (best == nullptr) return false;
+    const memory::WhyScope why(memory::Why::kEvict, producer_name(*best));
     release_host_copy(*best);
     if (any_budget) policy->on_evict(*best, *this);
     ++memory_of(*best)->stats.evictions;
@@ -591,7 +606,10 @@ struct Runtime::Impl final : CandidateSync {
     debug_rate_limited(debug_limit, "evict storage {} ({} bytes, from {}) on {}: {} bytes resident, budget {} bytes",
                        fmt::ptr(&s), s.nbytes(), producer_name(s), m.device.str(),
                        m.stats.resident_bytes, m.budget.value_or(-1));
-    free_bytes(s);
+    {
+      const memory::WhyScope why(memory::Why::kEvict, producer_name(s));
+      free_bytes(s);
+    }
     policy->on_evict(s, *this);
     ++m.stats.evictions;
     if (trace) {
@@ -749,7 +767,7 @@ struct Runtime::Impl final : CandidateSync {
         "unevictable storages:{}\nLargest locked (in use) storages:{}{}",
         m.device.str(), oom_context(), *m.budget, request, m.stats.resident_bytes, locked, pinned,
         unevictable, oom_advice(m, request, floor, unevictable, pinned, small), host_tier_report(m),
-        largest(fixed), largest(in_use_list), pinned_report), m);
+        largest(fixed), largest(in_use_list), pinned_report), m, request);
   }
   // Both tiers for the OutOfMemoryError report: what this device has in
   // host memory, and what the host tier holds against the cpu budget.
@@ -955,7 +973,7 @@ struct Runtime::Impl final : CandidateSync {
     }
     throw_oom_error(fmt::format("{} could not allocate {} bytes ({} bytes resident){}{}", m.device.str(), request,
                                 m.stats.resident_bytes, held, oom_context()),
-                    m);
+                    m, request);
   }
 
   // Freed blocks an allocator caches are memory too: under a budget,
@@ -987,6 +1005,7 @@ struct Runtime::Impl final : CandidateSync {
       m.tracked.insert(&s);
     }
     track_bytes(m, s);
+    if (recording_history()) memory::record_alloc(m.device, p, s.nbytes(), CurrentOpScope::current());
   }
 
   // Unlocks a rematerialization frame's inputs once its replay is done. An
@@ -1260,6 +1279,7 @@ struct Runtime::Impl final : CandidateSync {
         // is a sibling output of a backward op) keeps its bytes: scratch.
         const bool ours = o != nullptr && producer(*o) == &node;
         if (ours && !o->resident() && !swapped(*o)) {
+          const memory::WhyScope why(memory::Why::kRemat, node.op_name);
           allocate(*o);
           lock(*o);
           ++restored;
@@ -1274,6 +1294,7 @@ struct Runtime::Impl final : CandidateSync {
           // A gone output's size is unknown here; the node remembers it.
           const int64_t nbytes = ref ? ref->nbytes() : node.output_nbytes.at(outs.size());
           auto tmp = new_storage(nbytes, ref ? ref->device() : node.device);
+          const memory::WhyScope why(memory::Why::kReplayScratch, node.op_name);
           allocate(*tmp);
           lock(*tmp);
           outs.push_back(tmp.get());
@@ -1311,6 +1332,7 @@ struct Runtime::Impl final : CandidateSync {
       // The outputs' bytes were never written: free them (they go back to
       // evicted; none of them is in the pool while locked).
       for (Storage* o : outs) --st(*o).lock_count;
+      const memory::WhyScope why(memory::Why::kReplayScratch, node.op_name);
       for (auto& o : keep) free_bytes(*o);
       for (auto& t : scratch) free_bytes(*t);
       throw;
@@ -1323,7 +1345,10 @@ struct Runtime::Impl final : CandidateSync {
                          fmt::ptr(o.get()), o->nbytes(), node.op_name);
     }
     for (Storage* o : outs) unlock(*o, clock);
-    for (auto& t : scratch) free_bytes(*t);
+    if (!scratch.empty()) {
+      const memory::WhyScope why(memory::Why::kReplayScratch, node.op_name);
+      for (auto& t : scratch) free_bytes(*t);
+    }
   }
   // Note [mutation], the cheap way: walks the lineage downstream of a
   // mutated constant through `readers`. A result that a user holds, or that
@@ -1377,6 +1402,10 @@ struct Runtime::Impl final : CandidateSync {
   std::shared_ptr<Storage> before_mutation(const std::shared_ptr<Storage>& s, bool keep_old);
 
   Runtime* owner = nullptr;
+  // The global runtime's allocations and frees go to dtr::memory's history
+  // while it records (Note [memory snapshots]); a planner's simulation does not.
+  bool history = false;
+  bool recording_history() const { return memory::recording() && history; }
   // Budget changes, evictions, rematerializations (Note [debug logging]).
   LogRateLimit debug_limit{100};
 };
@@ -1429,6 +1458,7 @@ Runtime& Runtime::global() {
   // kept and the next call starts afresh.
   static Runtime* rt = [] {
     auto r = std::make_unique<Runtime>();  // never destroyed: storages may outlive static destruction
+    r->impl_->history = true;
     const Options& o = global_options();
     // Each device's budget, when first seen; DTR_PLAN records the run with
     // none and only plans DTR_MEMORY_BUDGET (Note [planner]).
@@ -1442,6 +1472,7 @@ Runtime& Runtime::global() {
     r->set_swap_mode(o.swap);
     r->set_thrash_limit(o.thrash_limit);
     if (!o.plan_path.empty()) start_program_plan(*r, o.plan_path);
+    if (!o.memory_snapshot_path.empty()) memory::set_snapshot_at_exit(o.memory_snapshot_path);
     if (!o.trace_path.empty()) {
       try {
         r->set_trace_path(o.trace_path);  // closed at exit, on std::terminate and on signals (remat/trace_file.h)
@@ -1937,6 +1968,28 @@ std::vector<Device> Runtime::devices() const {
   std::lock_guard lock(impl_->mu);
   std::vector<Device> out;
   for (const auto& m : impl_->devices) out.push_back(m->device);
+  return out;
+}
+
+std::vector<Runtime::MemoryHolding> Runtime::memory_holdings() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<MemoryHolding> out;
+  for (const auto& m : impl_->devices) out.push_back({m->device, m->alloc, {}});
+  const auto holding = [&](Device d) -> MemoryHolding& {
+    for (MemoryHolding& h : out)
+      if (h.device == d) return h;
+    return out.emplace_back(MemoryHolding{d, nullptr, {}});
+  };
+  for (const auto& m : impl_->devices) {
+    for (Storage* s : m->tracked) {
+      if (s->resident()) holding(m->device).live.emplace_back(s->data(), s->nbytes());
+      if (const StorageState* st = find_state(*s); st != nullptr && st->host_data != nullptr)
+        holding(Device(kCPU)).live.emplace_back(st->host_data, s->nbytes());
+    }
+  }
+  for (MemoryHolding& h : out)
+    std::sort(h.live.begin(), h.live.end(),
+              [](const auto& a, const auto& b) { return std::less<const void*>()(a.first, b.first); });
   return out;
 }
 

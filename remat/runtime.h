@@ -46,6 +46,10 @@ struct Stats {
   /// [fragmentation-aware eviction]): one per window.
   int64_t window_evictions = 0;
   int64_t eager_frees = 0;           // storages freed because no handle was left
+  /// Times bytes were given to a storage here (new outputs,
+  /// rematerializations, copies back from the host tier, and on the cpu
+  /// host-tier copies): the `alloc` events of a memory snapshot's trace.
+  int64_t allocations = 0;
   int64_t rematerializations = 0;    // storages recomputed
   int64_t recomputed_ops = 0;        // op replays
   double recomputed_flops = 0;       // sum of replayed ops' estimated FLOPs
@@ -343,6 +347,15 @@ class Runtime final {
   void reset_stats();
   /// The devices this runtime has accounted for so far.
   std::vector<Device> devices() const;
+  /// What a memory snapshot (remat/memory_snapshot.h) reads of one device:
+  /// its allocator and the bytes its storages hold there now, as (address,
+  /// bytes): resident storages, and on the cpu the host tier's copies.
+  struct MemoryHolding {
+    Device device;
+    const Allocator* allocator = nullptr;
+    std::vector<std::pair<const void*, int64_t>> live;  // address order
+  };
+  std::vector<MemoryHolding> memory_holdings() const;
 
   struct Impl;
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/memory_history.h"
 #include "remat/runtime.h"
 #include "remat/trace_file.h"
 
@@ -19,10 +20,15 @@ namespace dtr::trace {
 
 Scope::Scope(std::string name) : name_(std::move(name)) {
   remat::Runtime& rt = remat::Runtime::global();
+  if (memory::recording()) {
+    memory::push_scope(name_);
+    in_history_ = true;
+  }
   if (rt.tracing()) generation_ = rt.trace_scope_begin(name_);
 }
 
 Scope::~Scope() {
+  if (in_history_) memory::pop_scope();
   if (generation_ == 0) return;
   try {
     remat::Runtime::global().trace_scope_end(name_, generation_);

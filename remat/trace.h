@@ -11,8 +11,10 @@ namespace dtr::trace {
 
 /// Marks the lifetime of this object as a slice named `name` on the calling
 /// thread's track of the trace: a "B" event now, an "E" event when it is
-/// destroyed (also during stack unwinding). Scopes nest. Does nothing when
-/// no trace is being written (DTR_TRACE unset, or
+/// destroyed (also during stack unwinding). Scopes nest. While
+/// dtr::memory::record_history records, the names of the scopes around an
+/// allocation are its frames in the memory snapshot (innermost first),
+/// trace or no trace. Otherwise does nothing when no trace is being written (DTR_TRACE unset, or
 /// remat::Runtime::set_trace_path("")); the end is dropped when the trace
 /// was closed or switched to another file meanwhile. Throws only what
 /// starting the runtime throws (ValueError for a malformed DTR_* variable).
@@ -31,6 +33,7 @@ class Scope {
  private:
   std::string name_;
   uint64_t generation_ = 0;  // the trace file the begin went to; 0: none
+  bool in_history_ = false;  // a frame of dtr::memory's history while in scope
 };
 
 /// Closes every trace file being written (DTR_TRACE,

@@ -27,6 +27,7 @@
 #include "eager/ops.h"
 #include "eager/random.h"
 #include "eager/tensor.h"
+#include "remat/memory_snapshot.h"
 #include "remat/planner.h"
 #include "remat/policy.h"
 #include "remat/runtime.h"

@@ -427,7 +427,7 @@ TEST(Bool, Parses) {
 TEST(OptionTable, ListsEveryVariableOnceAndDefaultsParse) {
   const std::vector<std::string_view> expected = {
       "DTR_MEMORY_BUDGET", "DTR_HEURISTIC", "DTR_SAMPLE", "DTR_MIN_EVICT_BYTES",
-      "DTR_COST",          "DTR_SWAP",      "DTR_LOG",    "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN",
+      "DTR_COST",          "DTR_SWAP",      "DTR_LOG",    "DTR_TRACE",  "DTR_VERIFY", "DTR_PLAN", "DTR_MEMORY_SNAPSHOT",
       "DTR_COLLECTIVE_TIMEOUT", "DTR_THRASH_LIMIT", "DTR_ONEDNN_GEMM", "DTR_CUDA_SYNC"};
   std::vector<std::string_view> names;
   for (const OptionInfo& row : option_table()) {

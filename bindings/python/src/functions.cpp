@@ -59,6 +59,7 @@ nb::dict stats_dict(const remat::Stats& s) {
   d["peak_bytes"] = s.peak_bytes;
   d["evictions"] = s.evictions;
   d["eager_frees"] = s.eager_frees;
+  d["allocations"] = s.allocations;
   d["rematerializations"] = s.rematerializations;
   d["recomputed_ops"] = s.recomputed_ops;
   d["recomputed_flops"] = s.recomputed_flops;
@@ -436,6 +437,24 @@ void bind_functions(nb::module_& m) {
   m.def("stats", [](std::optional<Device> d) { return stats_dict(d ? remat::stats(*d) : remat::stats()); },
         "device"_a = nb::none());
   m.def("reset_stats", &remat::reset_stats);
+  // Memory snapshots in PyTorch's format (remat/memory_snapshot.h).
+  m.def("record_memory_history",
+        [](std::optional<std::string> enabled, std::optional<std::string> context, const std::string& stacks,
+           size_t max_entries) {
+          memory::record_history(enabled ? std::optional<std::string_view>(*enabled) : std::nullopt,
+                                 context ? std::optional<std::string_view>(*context) : std::nullopt, stacks,
+                                 max_entries);
+        },
+        "enabled"_a.none(), "context"_a.none(), "stacks"_a, "max_entries"_a);
+  m.def("memory_snapshot", [] {
+    std::string bytes;
+    {
+      nb::gil_scoped_release release;
+      bytes = memory::snapshot();
+    }
+    return nb::bytes(bytes.data(), bytes.size());
+  });
+  m.def("dump_snapshot", &memory::dump_snapshot, "filename"_a, nb::call_guard<nb::gil_scoped_release>());
 
   // ---- safetensors files (eager/serialize.h; safetensors.torch's names)
   m.def("save_file", [](const nb::dict& tensors, const std::string& path,

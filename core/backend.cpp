@@ -134,9 +134,13 @@ namespace {
 std::atomic<int64_t> g_default_device{-1};
 }  // namespace
 
-void set_default_device(Device device) {
-  check_device(device);
-  g_default_device.store((int64_t(device.type) << 32) | int64_t(uint32_t(device.index)), std::memory_order_relaxed);
+void set_default_device(std::optional<Device> device) {
+  if (!device) {
+    g_default_device.store(-1, std::memory_order_relaxed);
+    return;
+  }
+  check_device(*device);
+  g_default_device.store((int64_t(device->type) << 32) | int64_t(uint32_t(device->index)), std::memory_order_relaxed);
 }
 
 Device default_device() {

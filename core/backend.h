@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -112,9 +113,11 @@ inline void check_device(Device device) { (void)backend(device); }
 Device default_device();
 /// Makes `device` the default (init_process_group("nccl") sets this rank's
 /// cuda:LOCAL_RANK, so that the bare budget caps the device the rank uses,
-/// as torch.cuda.set_device(local_rank) does). Throws DeviceError for a
-/// device that does not exist.
-void set_default_device(Device device);
+/// as torch.cuda.set_device(local_rank) does); nullopt goes back to the rule
+/// above. A device's budget from DTR_MEMORY_BUDGET is resolved when the
+/// runtime first meets the device, so set it before the device's first
+/// tensor. Throws DeviceError for a device that does not exist.
+void set_default_device(std::optional<Device> device);
 
 /// Copies `nbytes` from `src` on `src_device` to `dst` on `dst_device`:
 /// through the backends' own copies, and through a host buffer when the two

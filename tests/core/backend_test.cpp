@@ -275,5 +275,16 @@ TEST_F(TwoDevices, CopyIntoADeviceTensorTakesSourcesFromAnyDevice) {
   EXPECT_TRUE(testing::bitwise_equal(on_device.bias.to(Device(kCPU)), on_cpu.bias));
 }
 
+TEST(Backend, TheDefaultDeviceCanBeSetAndRestored) {
+  // What init_process_group("nccl") does for its rank's device.
+  EXPECT_EQ(default_device(), Device(kCPU));  // no CUDA device here
+  set_default_device(second_device(1));
+  EXPECT_EQ(default_device(), second_device(1));
+  EXPECT_THROW(set_default_device(Device(kPrivateUse1, 9)), DeviceError);
+  EXPECT_EQ(default_device(), second_device(1));  // unchanged by the refusal
+  set_default_device(std::nullopt);
+  EXPECT_EQ(default_device(), Device(kCPU));
+}
+
 }  // namespace
 }  // namespace dtr

@@ -274,7 +274,7 @@ bench_sweep() {
 # runs: 2.36 on Debian 12 (arc4random, which libexpat and libstdc++'s
 # std::random_device call, the copy linked into libdtr included).
 gpu_bundle() {
-  setup fortunes
+  setup fortunes patchelf
   local link='-static-libstdc++ -static-libgcc -Wl,--as-needed'
   configure_and_build build-gpu -DDTR_CUDA=ON -DDTR_MPI=OFF -DDTR_NCCL=OFF -DDTR_BUILD_PYTHON=OFF \
     "-DCMAKE_EXE_LINKER_FLAGS=$link" "-DCMAKE_SHARED_LINKER_FLAGS=$link" \
@@ -287,7 +287,6 @@ gpu_bundle() {
   # own process): dtr_tests finds them in ../tests beside bin/.
   cp build-gpu/tests/dtr_*_child "$b/tests/"
   cp -L build-gpu/libdtr.so.0 "$b/lib/"
-  strip --strip-unneeded "$b"/bin/* "$b"/tests/* "$b"/lib/*
   # Left out: the C library (the loader must match it) and CUDA's own (the
   # toolkit's or PyTorch's nvidia-* packages on the GPU machine). Everything
   # else the programs load, directly or through another library, goes along.
@@ -297,8 +296,24 @@ gpu_bundle() {
     [[ $(basename "$lib") =~ $keep ]] && continue
     cp -Ln "$lib" "$b/lib/" 2>/dev/null || true
   done
-  if LD_LIBRARY_PATH=$b/lib ldd "$b"/bin/* "$b"/tests/* "$b"/lib/* | awk '/not found/ {print $1}' | grep -Ev "$keep"; then
-    echo "dtr.sh: the bundle misses the libraries above" >&2
+  # The packed copies search only LD_LIBRARY_PATH (gpu-check sets it to the
+  # bundle's lib/ and CUDA's): no RUNPATH into this build tree or /usr/local/cuda.
+  for f in "$b"/bin/* "$b"/tests/* "$b"/lib/*; do
+    chmod u+w "$f"
+    patchelf --remove-rpath "$f"
+    strip --strip-unneeded "$f"
+  done
+  # Every library a packed file loads resolves to the bundle's lib/ or is one
+  # deliberately left out: a library found anywhere else on this machine
+  # (the system's, the build tree's) would be missing on the GPU machine.
+  local stray
+  stray=$(LD_LIBRARY_PATH=$PWD/$b/lib ldd "$b"/bin/* "$b"/tests/* "$b"/lib/* 2>/dev/null |
+    awk '/=>/ {print $1, $3}' | sort -u | while read -r name path; do
+      [[ $name =~ $keep || $path == "$PWD/$b/lib/"* ]] || echo "  $name => $path"
+    done)
+  if [[ -n $stray ]]; then
+    printf '%s\n' "$stray" >&2
+    echo "dtr.sh: the bundle misses the libraries above (found outside $b/lib or not at all)" >&2
     exit 1
   fi
   # The glibc the bundle needs: the newest GLIBC_x.y symbol version of any

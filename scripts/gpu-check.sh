@@ -40,19 +40,24 @@
 # build-gpu/bundle.tar.xz, or an unpacked build-gpu/bundle); --quick runs
 # steps 0 to 3 alone. PYTHON names the Python with PyTorch (default python3).
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
-repo=$PWD
-
+usage() { echo "usage: scripts/gpu-check.sh [--quick] [BUNDLE]" >&2; }
 quick=0
 if [[ ${1:-} == --quick ]]; then
   quick=1
   shift
 fi
-if (($# > 1)); then
-  echo "usage: scripts/gpu-check.sh [--quick] [BUNDLE]" >&2
+if (($# > 1)) || [[ ${1:-} == -* ]]; then
+  usage
   exit 2
 fi
-bundle=${1:-build-gpu/bundle.tar.xz}
+# A bundle path given is the caller's (relative to where the script was run
+# from); the default is the repository's.
+if (($# == 1)); then
+  bundle=$(realpath -m -- "$1")
+fi
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+repo=$PWD
+bundle=${bundle:-$repo/build-gpu/bundle.tar.xz}
 python=${PYTHON:-python3}
 
 # Time limits of the steps, seconds. With a second of grace each (timeout
@@ -133,13 +138,16 @@ gtest_step() {
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
 echo "gpu-check: logs and reports in $work; the steps' limits sum to ${limits_all}s (--quick: ${limits_quick}s)"
 if [[ -f $bundle ]]; then
-  tar -xJf "$bundle" -C "$work" || { echo "gpu-check: cannot unpack $bundle" >&2; exit 2; }
-  root=$work/bundle
-  trap 'rm -rf "$work/bundle"' EXIT  # the logs stay, the unpacked 100+ MiB go
+  # The unpacked 100+ MiB go at exit, whatever the tarball held; the logs stay.
+  mkdir -p "$work/unpacked"
+  trap 'rm -rf "$work/unpacked"' EXIT
+  tar -xJf "$bundle" -C "$work/unpacked" || { echo "gpu-check: cannot unpack $bundle" >&2; exit 2; }
+  root=$work/unpacked/bundle
 elif [[ -d $bundle ]]; then
   root=$(cd "$bundle" && pwd)
 else
   echo "gpu-check: no bundle at $bundle (build one with ./dtr.sh gpu-bundle)" >&2
+  rmdir "$work"
   exit 2
 fi
 
@@ -223,7 +231,7 @@ libs=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "gpu-check: the bundle's programs run with LD_LIBRARY_PATH=$libs"
 # Only dtr's programs see the bundle's libraries: PyTorch keeps its own.
 export LD_LIBRARY_PATH=$libs
-missing=$(ldd "$root"/bin/* "$root"/lib/* 2>&1 | grep 'not found' | sort -u)
+missing=$(ldd "$root"/bin/* "$root"/tests/* "$root"/lib/* 2>&1 | grep 'not found' | sort -u)
 if [[ -n $missing ]]; then
   echo "$missing"
   die "libraries: the bundle's programs miss the libraries above"
@@ -245,7 +253,10 @@ case ${cudart:-13} in
   *) driver_min=580 ;;
 esac
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-if [[ -z $driver || ${driver%%.*} -lt $driver_min ]]; then
+if [[ ! ${driver%%.*} =~ ^[0-9]+$ ]]; then
+  die "no usable CUDA device: nvidia-smi reports driver '${driver:-}' (not a version)"
+fi
+if ((${driver%%.*} < driver_min)); then
   die "no usable CUDA device: driver ${driver:-unknown} is older than $driver_min, which the bundle's CUDA ${cudart:-13} runtime needs"
 fi
 export DTR_GOLDEN_FILE=$root/golden/golden.txt OMP_NUM_THREADS=1

@@ -51,7 +51,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 # setup installs without recommends; ccache makes rebuilds cost what changed.
 PACKAGES=(
   cmake make ccache g++ libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libdnnl-dev zlib1g-dev libdlpack-dev libexpat1-dev python3 fortunes dataset-fashion-mnist
+  libopenblas-dev libdnnl-dev zlib1g-dev libexpat1-dev python3 fortunes dataset-fashion-mnist
   python3-dev python3-venv python3-numpy python3-pytest
   openmpi-bin libopenmpi-dev
 )

@@ -2,8 +2,8 @@
 // (Note [unit of eviction]). Views are metadata over a storage; the bytes may
 // come and go (eviction, rematerialization) while the Storage object stays.
 //
-// A Storage holds its bytes, device, versions and handle count, nothing
-// else. What a runtime keeps about it (lineage, residency, locks, the
+// A Storage holds its bytes, device, versions, handle count and whether it
+// may be written, nothing else. What a runtime keeps about it (lineage, residency, locks, the
 // eviction policy's bookkeeping) is the runtime's own per-storage state,
 // opaque here (remat/storage_state.h; Note [policy apart from mechanism]).
 #pragma once
@@ -65,6 +65,11 @@ class Storage {
   uint64_t graph_version = 0;
   /// Number of live user-facing tensor handles on this storage.
   std::atomic<int32_t> handle_count{0};
+  /// The bytes' owner forbids writes (a DLPack 1.x import flagged
+  /// DLPACK_FLAG_BITMASK_READ_ONLY, eager/dlpack.h): every in-place op and
+  /// every writable pointer is refused with ValueError. Set once, before
+  /// any tensor on the storage is handed out.
+  bool read_only = false;
 
  private:
   int64_t nbytes_;

@@ -265,6 +265,11 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs_in,
   std::shared_ptr<Storage> old_version;
   if (op.flags.inplace) {
     const Tensor& self = inputs[0];
+    DTR_CHECK(!self.storage()->read_only, ValueError,
+              "{}: the tensor written (shape {}) is read-only: it was imported from DLPack with "
+              "DLPACK_FLAG_BITMASK_READ_ONLY, so its producer allows no writes; clone() it and "
+              "write into the copy",
+              op.name, shape_str(self.shape()));
     autograd::check_inplace(op, inputs);
     old_version = rt.before_mutation(self.storage(), autograd::will_record(op, inputs));
     outs.push_back(self);

@@ -80,6 +80,11 @@ const void* Tensor::const_data_ptr() const {
 void* Tensor::raw_data_ptr() const {
   const std::shared_ptr<Storage>& storage = this->storage();
   Storage* s = storage.get();
+  DTR_CHECK(!s->read_only, ValueError,
+            "data_ptr: the tensor (shape {}) is read-only (imported from DLPack with "
+            "DLPACK_FLAG_BITMASK_READ_ONLY): no writable pointer to it is handed out; use "
+            "const_data_ptr() to read, or clone() it to write",
+            shape_str(shape()));
   remat::Runtime& rt = remat::Runtime::global();
   rt.acquire({&s, 1});
   // Note [mutation]: a write through the pointer is an in-place write

@@ -3,6 +3,7 @@
 // on imported ones, called exactly once.
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -319,6 +320,148 @@ TEST(DLPack, ExportThenImportOfAnEmptyTensor) {
   Tensor u = from_dlpack(to_dlpack(z));
   EXPECT_EQ(u.numel(), 0);
   EXPECT_EQ(u.shape(), (Shape{0, 3}));
+}
+
+// ---- DLPack 1.x: DLManagedTensorVersioned ----------------------------------
+
+// A versioned producer: its own buffer, flags and version, counting deleter calls.
+struct VersionedProducer {
+  std::vector<float> buffer;
+  std::vector<int64_t> shape;
+  DLManagedTensorVersioned managed{};
+  std::atomic<int> deleted{0};
+
+  VersionedProducer(std::vector<float> values, std::vector<int64_t> shape_, uint64_t flags)
+      : buffer(std::move(values)), shape(std::move(shape_)) {
+    managed.version = DLPackVersion{1, 0};
+    managed.flags = flags;
+    DLTensor& dl = managed.dl_tensor;
+    dl.data = buffer.data();
+    dl.device = DLDevice{kDLCPU, 0};
+    dl.ndim = int32_t(shape.size());
+    dl.dtype = DLDataType{kDLFloat, 32, 1};
+    dl.shape = shape.data();
+    managed.manager_ctx = this;
+    managed.deleter = [](DLManagedTensorVersioned* m) {
+      static_cast<VersionedProducer*>(m->manager_ctx)->deleted.fetch_add(1);
+    };
+  }
+};
+
+TEST(DLPackVersioned, RoundTripIsZeroCopyVersionedAndFlagged) {
+  Tensor t = randn({4, 6}).t();  // a strided view
+  const std::vector<float> expected = t.to_vector<float>();
+  for (DLPackAccess access : {DLPackAccess::kReadWrite, DLPackAccess::kReadOnly}) {
+    const bool ro = access == DLPackAccess::kReadOnly;
+    SCOPED_TRACE(ro ? "read-only" : "read-write");
+    DLManagedTensorVersioned* m = to_dlpack_versioned(t, access);
+    EXPECT_EQ(m->version.major, 1u);
+    EXPECT_EQ(m->version.minor, uint32_t(DLPACK_MINOR_VERSION));
+    EXPECT_EQ(m->flags, ro ? DLPACK_FLAG_BITMASK_READ_ONLY : 0u);
+    EXPECT_EQ(m->dl_tensor.data, t.const_data_ptr());
+    EXPECT_EQ(m->dl_tensor.strides[0], 1);
+    EXPECT_EQ(m->dl_tensor.strides[1], 6);
+    Tensor u = from_dlpack_versioned(m);
+    EXPECT_EQ(u.const_data_ptr(), t.const_data_ptr());
+    EXPECT_EQ(u.strides(), t.strides());
+    EXPECT_EQ(u.to_vector<float>(), expected);
+    EXPECT_EQ(u.storage()->read_only, ro);
+  }
+  // A read-only export is not a freeze: dtr may still write, and the
+  // storage keeps its lineage (not borrowed).
+  Tensor y = randn({8}) * 2.0;
+  DLManagedTensorVersioned* m = to_dlpack_versioned(y, DLPackAccess::kReadOnly);
+  EXPECT_FALSE(remat::is_constant(*y.storage()));
+  y.add_(1.0);
+  EXPECT_EQ(static_cast<const float*>(m->dl_tensor.data)[0], y.to_vector<float>()[0]);
+  m->deleter(m);
+}
+
+TEST(DLPackVersioned, ReadOnlyImportRefusesEveryWriteAndAllowsReads) {
+  VersionedProducer p({1, 2, 3, 4, 5, 6}, {2, 3}, DLPACK_FLAG_BITMASK_READ_ONLY);
+  {
+    Tensor u = from_dlpack_versioned(&p.managed);
+    EXPECT_EQ(u.const_data_ptr(), p.buffer.data());  // shared, not copied
+    EXPECT_EQ((u * 2.0).sum().item<float>(), 42.0f);
+    auto refuses = [&](auto&& write, const char* op) {
+      const std::string msg = error_message<ValueError>(write);
+      EXPECT_NE(msg.find("read-only"), std::string::npos) << op << ": '" << msg << "'";
+      EXPECT_NE(msg.find(op), std::string::npos) << msg;
+    };
+    refuses([&] { u.add_(1.0); }, "add_");
+    refuses([&] { u.select(0, 1).mul_(2.0); }, "mul_");  // a view shares the flag
+    refuses([&] { u.copy_(zeros({2, 3})); }, "copy_");
+    refuses([&] { u.fill_(0.0); }, "fill_");
+    refuses([&] { (void)u.data_ptr<float>(); }, "data_ptr");
+    refuses([&] { (void)to_dlpack(u); }, "to_dlpack");
+    refuses([&] { (void)to_dlpack_versioned(u); }, "to_dlpack_versioned");
+    EXPECT_EQ(p.buffer, (std::vector<float>{1, 2, 3, 4, 5, 6}));  // nothing written
+    EXPECT_EQ(u.storage()->version, 0u);
+    // Read-only exports work (and carry the flag on); a copy is writable.
+    DLManagedTensorVersioned* ro = to_dlpack_versioned(u, DLPackAccess::kReadOnly);
+    EXPECT_EQ(ro->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+    ro->deleter(ro);
+    Tensor c = u.clone();
+    c.add_(1.0);
+    EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{2, 3, 4, 5, 6, 7}));
+  }
+  EXPECT_EQ(p.deleted.load(), 1);
+  VersionedProducer w({1, 2}, {2}, 0);
+  Tensor v = from_dlpack_versioned(&w.managed);
+  v.add_(1.0);  // no flag: writes through, as a legacy import
+  EXPECT_EQ(w.buffer, (std::vector<float>{2, 3}));
+}
+
+TEST(DLPackVersioned, CopyExportIsFlaggedAndOwnsItsBytes) {
+  Tensor t = randn({3, 4}).t();
+  DLManagedTensorVersioned* m = to_dlpack_versioned(t, DLPackAccess::kReadWrite, /*copy=*/true);
+  EXPECT_EQ(m->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  EXPECT_NE(m->dl_tensor.data, t.const_data_ptr());
+  EXPECT_EQ(m->dl_tensor.strides[0], 3);  // contiguous
+  EXPECT_EQ(m->dl_tensor.strides[1], 1);
+  EXPECT_FALSE(remat::is_constant(*t.storage()));  // `t` is neither borrowed nor pinned
+  static_cast<float*>(m->dl_tensor.data)[0] = 1234.0f;
+  EXPECT_NE(t.to_vector<float>()[0], 1234.0f);
+  Tensor u = from_dlpack_versioned(m);  // IS_COPIED: imported as any other buffer
+  EXPECT_EQ(u.to_vector<float>()[0], 1234.0f);
+  u.add_(1.0);
+  DLManagedTensorVersioned* r = to_dlpack_versioned(t, DLPackAccess::kReadOnly, true);
+  EXPECT_EQ(r->flags, DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED);
+  r->deleter(r);
+}
+
+TEST(DLPackVersioned, OtherMajorVersionsAreRefusedAndStayTheCallers) {
+  EXPECT_THROW(from_dlpack_versioned(nullptr), ValueError);
+  VersionedProducer p({1, 2}, {2}, 0);
+  p.managed.version = DLPackVersion{2, 3};
+  std::string msg = error_message<ValueError>([&] { (void)from_dlpack_versioned(&p.managed); });
+  EXPECT_NE(msg.find("DLPack 2.3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1.x"), std::string::npos) << msg;
+  p.managed.version = DLPackVersion{0, 8};
+  msg = error_message<ValueError>([&] { (void)from_dlpack_versioned(&p.managed); });
+  EXPECT_NE(msg.find("DLPack 0.8"), std::string::npos) << msg;
+  EXPECT_EQ(p.deleted.load(), 0);
+  p.managed.version = DLPackVersion{1, 7};  // a newer minor is fine
+  { Tensor u = from_dlpack_versioned(&p.managed); EXPECT_EQ(u.sum().item<float>(), 3.0f); }
+  EXPECT_EQ(p.deleted.load(), 1);
+  // Typed import errors leave it the caller's too.
+  VersionedProducer q({1, 2}, {2}, 0);
+  q.managed.dl_tensor.dtype = DLDataType{kDLComplex, 64, 1};
+  msg = error_message<TypeError>([&] { (void)from_dlpack_versioned(&q.managed); });
+  EXPECT_NE(msg.find("from_dlpack_versioned"), std::string::npos) << msg;
+  EXPECT_EQ(q.deleted.load(), 0);
+}
+
+TEST(DLPackVersioned, ExportDeleterRunsOnceAndReleasesThePin) {
+  Tensor y = randn({65536}) * 3.0;
+  std::weak_ptr<Storage> weak = y.storage();
+  DLManagedTensorVersioned* m = to_dlpack_versioned(y, DLPackAccess::kReadOnly);
+  Tensor u = from_dlpack_versioned(m);  // dtr -> dtr: the import owns the export
+  EXPECT_TRUE(remat::is_pinned(*y.storage()));
+  y = Tensor();
+  EXPECT_FALSE(weak.expired());  // the export's handle keeps the bytes
+  u = Tensor();                   // the import's deleter runs the export's, once
+  EXPECT_TRUE(weak.expired());
 }
 
 }  // namespace

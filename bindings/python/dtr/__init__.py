@@ -148,13 +148,17 @@ def from_numpy(array):
 def from_dlpack(ext_tensor):
     """torch.from_dlpack / torch.utils.dlpack.from_dlpack: a tensor sharing the memory of
     `ext_tensor` (an object with __dlpack__, such as a torch.Tensor or a numpy array,
-    or a DLPack capsule). The producer's deleter runs once, when the last dtr tensor
-    on that memory goes away."""
+    or a DLPack capsule, legacy "dltensor" or DLPack 1.x "dltensor_versioned"). An object
+    is asked for `__dlpack__(max_version=(1, 0))`, and again without max_version when it
+    raises TypeError (PyTorch 1.x, NumPy 1.x). A capsule flagged read-only gives a tensor
+    that refuses in-place writes (ValueError). The producer's deleter runs once, when the
+    last dtr tensor on that memory goes away."""
     return _C.from_dlpack(ext_tensor)
 
 
 def to_dlpack(tensor):
-    """torch.utils.dlpack.to_dlpack: a DLPack capsule sharing `tensor`'s memory."""
+    """torch.utils.dlpack.to_dlpack: a legacy DLPack capsule sharing `tensor`'s memory
+    (`tensor.__dlpack__(max_version=(1, 0))` gives a DLPack 1.x one)."""
     return _to_dlpack(tensor)
 
 

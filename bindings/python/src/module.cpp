@@ -7,6 +7,8 @@
 // backward, optimizer steps, and every elementwise op on more than
 // kReleaseGilElements elements) run without it; tiny ops keep it, because
 // releasing and re-taking it costs about as much as the op itself.
+#include <type_traits>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -266,22 +268,33 @@ Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> arr, nb::handle owner)
   }
 }
 
+// The capsule names of the DLPack Python specification: a producer's capsule
+// is renamed "used_..." by the consumer that takes it.
 constexpr const char* kDlTensor = "dltensor";
 constexpr const char* kUsedDlTensor = "used_dltensor";
+constexpr const char* kDlTensorVersioned = "dltensor_versioned";
+constexpr const char* kUsedDlTensorVersioned = "used_dltensor_versioned";
 
+// The unconsumed capsule name of each managed struct.
+template <class M>
+constexpr const char* capsule_name() {
+  return std::is_same_v<M, DLManagedTensorVersioned> ? kDlTensorVersioned : kDlTensor;
+}
+
+template <class M>
 void dlpack_capsule_destructor(PyObject* capsule) {
   // A capsule never consumed still owns its tensor (the DLPack protocol).
-  if (PyCapsule_IsValid(capsule, kDlTensor)) {
-    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kDlTensor));
+  if (PyCapsule_IsValid(capsule, capsule_name<M>())) {
+    auto* m = static_cast<M*>(PyCapsule_GetPointer(capsule, capsule_name<M>()));
     if (m != nullptr && m->deleter != nullptr) m->deleter(m);
   } else {
     PyErr_Clear();
   }
 }
 
-nb::object to_dlpack_capsule(const Tensor& t) {
-  DLManagedTensor* m = dtr::to_dlpack(t, DLPackAccess::kReadWrite);
-  PyObject* cap = PyCapsule_New(m, kDlTensor, dlpack_capsule_destructor);
+template <class M>
+nb::object dlpack_capsule(M* m) {
+  PyObject* cap = PyCapsule_New(m, capsule_name<M>(), dlpack_capsule_destructor<M>);
   if (cap == nullptr) {
     m->deleter(m);
     throw nb::python_error();
@@ -289,8 +302,134 @@ nb::object to_dlpack_capsule(const Tensor& t) {
   return nb::steal(cap);
 }
 
-/// dtr.from_dlpack: a capsule, or any object with __dlpack__ (a torch Tensor,
-/// a numpy array).
+[[noreturn]] void buffer_error(const std::string& msg) {
+  PyErr_SetString(PyExc_BufferError, msg.c_str());
+  throw nb::python_error();
+}
+
+/// dtr.to_dlpack (torch.utils.dlpack.to_dlpack): a legacy capsule sharing
+/// the tensor's memory read-write. A read-only tensor (a DLPack 1.x import
+/// flagged read-only) is a BufferError: the legacy struct cannot say so.
+nb::object to_dlpack_capsule(const Tensor& t) {
+  if (t.defined() && t.storage()->read_only) {
+    buffer_error(
+        "to_dlpack: the tensor is read-only (imported from DLPack with the read-only flag) and "
+        "the legacy DLPack capsule cannot mark it read-only; use "
+        "tensor.__dlpack__(max_version=(1, 0)) or export tensor.clone()");
+  }
+  return dlpack_capsule(dtr::to_dlpack(t, DLPackAccess::kReadWrite));
+}
+
+/// (device type, device id) as __dlpack_device__ reports them.
+std::pair<int, int> dl_device_of(const Device& d) {
+  const int type = d.is_cpu() ? int(kDLCPU) : d.is_cuda() ? int(kDLCUDA) : -1;
+  DTR_CHECK(type >= 0, DeviceError, "__dlpack_device__: device {} has no DLPack mapping", d.str());
+  return {type, d.is_cpu() ? 0 : d.index};
+}
+
+/// Tensor.__dlpack__ as the Python array API standard (v2023.12) says:
+/// - max_version None or below (1, 0): a legacy "dltensor" capsule (PyTorch
+///   1.x and NumPy 1.x consumers); (1, x) or above: a "dltensor_versioned"
+///   capsule of DLPack 1.1, with the read-only flag when the tensor is
+///   read-only and the is-copied flag when the export is a copy.
+/// - dl_device: another device than the tensor's is a copy there (cpu and
+///   cuda:N); with copy=False, or to a device dtr lacks, a BufferError.
+/// - copy: True always exports a copy, False never does (BufferError where
+///   one would be needed), None copies only for another device.
+/// - stream: dtr's kernels run on the legacy default stream and the export
+///   synchronizes the device, so any stream the consumer names is safe; it
+///   is not otherwise used.
+/// Shared (not copied) exports are read-write, as PyTorch's: the storage is
+/// then borrowed (Note [borrowed storage]). A read-only tensor exports with
+/// the read-only flag, and cannot be shared through a legacy capsule
+/// (BufferError, as NumPy 2 does for a read-only array; copy=True works).
+nb::object dlpack_export(const Tensor& t, nb::handle /*stream*/, nb::handle max_version,
+                         nb::handle dl_device, nb::handle copy_arg) {
+  DTR_CHECK(t.defined(), ValueError, "__dlpack__: tensor is undefined");
+  bool versioned = false;
+  if (!max_version.is_none()) {
+    if (!PyTuple_Check(max_version.ptr()) || PyTuple_Size(max_version.ptr()) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(max_version.ptr(), 0)) ||
+        !PyLong_Check(PyTuple_GET_ITEM(max_version.ptr(), 1))) {
+      throw TypeError(fmt::format("__dlpack__: max_version must be None or a tuple (major, minor) "
+                                  "of two ints, got {}",
+                                  nb::str(nb::repr(max_version)).c_str()));
+    }
+    versioned = nb::cast<int64_t>(max_version[0]) >= DLPACK_MAJOR_VERSION;
+  }
+  std::optional<bool> copy;
+  if (!copy_arg.is_none()) {
+    if (!PyBool_Check(copy_arg.ptr())) {
+      throw TypeError(fmt::format("__dlpack__: copy must be None, True or False, got {}",
+                                  nb::str(nb::repr(copy_arg)).c_str()));
+    }
+    copy = copy_arg.ptr() == Py_True;
+  }
+  Tensor source = t;
+  bool copied = false;
+  const std::pair<int, int> here = dl_device_of(t.device());
+  if (!dl_device.is_none()) {
+    std::pair<int, int> want;
+    try {
+      want = nb::cast<std::pair<int, int>>(dl_device);
+    } catch (const nb::cast_error&) {
+      throw TypeError(fmt::format("__dlpack__: dl_device must be None or a tuple (device type, "
+                                  "device id) as __dlpack_device__ returns, got {}",
+                                  nb::str(nb::repr(dl_device)).c_str()));
+    }
+    if (want != here) {
+      if (copy == false) {
+        buffer_error(fmt::format("__dlpack__: the tensor is on DLPack device {} and copy=False, so "
+                                 "it cannot be exported to device {} (moving it needs a copy)",
+                                 nb::str(nb::repr(nb::make_tuple(here.first, here.second))).c_str(),
+                                 nb::str(nb::repr(dl_device)).c_str()));
+      }
+      Device target;
+      if (want.first == int(kDLCPU) && want.second == 0) {
+        target = Device(kCPU);
+      } else if (want.first == int(kDLCUDA) && want.second >= 0) {
+        target = Device(DeviceType::kCUDA, want.second);
+      } else {
+        buffer_error(fmt::format("__dlpack__: dtr cannot export to DLPack device {}: it has cpu "
+                                 "(1, 0) and cuda (2, N)",
+                                 nb::str(nb::repr(dl_device)).c_str()));
+      }
+      try {
+        check_device(target);
+      } catch (const DeviceError& e) {
+        buffer_error(fmt::format("__dlpack__: cannot export to DLPack device {}: {}",
+                                 nb::str(nb::repr(dl_device)).c_str(), e.what()));
+      }
+      NoGradGuard no_grad;
+      source = t.detach().to(target);
+      copied = true;
+    }
+  }
+  if (copy == true && !copied) {
+    NoGradGuard no_grad;
+    source = t.detach().clone();
+    copied = true;
+  }
+  const bool read_only = source.storage()->read_only;  // never true of a copy
+  if (!versioned) {
+    if (read_only) {
+      buffer_error(
+          "__dlpack__: the tensor is read-only (imported from DLPack with the read-only flag) "
+          "and a legacy DLPack capsule (max_version None or below (1, 0)) cannot mark it "
+          "read-only; pass max_version=(1, 0), or copy=True to export a writable copy");
+    }
+    return dlpack_capsule(dtr::to_dlpack(source, DLPackAccess::kReadWrite));
+  }
+  DLManagedTensorVersioned* m = dtr::to_dlpack_versioned(
+      source, read_only ? DLPackAccess::kReadOnly : DLPackAccess::kReadWrite);
+  if (copied) m->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  return dlpack_capsule(m);
+}
+
+/// dtr.from_dlpack: a capsule ("dltensor" or "dltensor_versioned"), or any
+/// object with __dlpack__ (a torch Tensor, a numpy array). An object is
+/// asked for max_version=(1, 0) first; a producer that does not take the
+/// keyword (PyTorch 1.x, NumPy 1.x: TypeError) is asked again without it.
 Tensor from_dlpack_object(nb::handle obj) {
   nb::object cap;
   if (PyCapsule_CheckExact(obj.ptr())) {
@@ -305,27 +444,47 @@ Tensor from_dlpack_object(nb::handle obj) {
       const auto dev = nb::cast<std::pair<int, int>>(obj.attr("__dlpack_device__")());
       if (dev.first == int(kDLCUDA)) stream = nb::int_(1);
     }
-    cap = stream.is_none() ? obj.attr("__dlpack__")() : obj.attr("__dlpack__")(nb::arg("stream") = stream);
+    nb::object method = obj.attr("__dlpack__");
+    try {
+      cap = method(nb::arg("stream") = stream, nb::arg("max_version") = nb::make_tuple(1, 0));
+    } catch (nb::python_error& e) {
+      if (!e.matches(PyExc_TypeError)) throw;
+      // An older producer: no max_version keyword.
+      cap = stream.is_none() ? method() : method(nb::arg("stream") = stream);
+    }
   } else {
     throw TypeError(fmt::format("from_dlpack: expected a DLPack capsule or an object with "
                                 "__dlpack__, got {}",
                                 nb::type_name(obj.type()).c_str()));
   }
-  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), kDlTensor));
-  if (m == nullptr) {
-    PyErr_Clear();
-    throw ValueError("from_dlpack: the capsule was already consumed (its name is not 'dltensor')");
+  if (PyCapsule_IsValid(cap.ptr(), kDlTensorVersioned)) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(cap.ptr(), kDlTensorVersioned));
+    Tensor t = dtr::from_dlpack_versioned(m);  // on error the capsule keeps ownership
+    PyCapsule_SetName(cap.ptr(), kUsedDlTensorVersioned);
+    return t;
   }
-  Tensor t = dtr::from_dlpack(m);  // on error the capsule keeps ownership
-  PyCapsule_SetName(cap.ptr(), kUsedDlTensor);
-  return t;
+  if (PyCapsule_IsValid(cap.ptr(), kDlTensor)) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), kDlTensor));
+    Tensor t = dtr::from_dlpack(m);  // on error the capsule keeps ownership
+    PyCapsule_SetName(cap.ptr(), kUsedDlTensor);
+    return t;
+  }
+  PyErr_Clear();
+  if (!PyCapsule_CheckExact(cap.ptr())) {
+    throw TypeError(fmt::format("from_dlpack: __dlpack__ returned {}, not a capsule",
+                                nb::type_name(cap.type()).c_str()));
+  }
+  const char* name = PyCapsule_GetName(cap.ptr());
+  PyErr_Clear();
+  throw ValueError(fmt::format(
+      "from_dlpack: the capsule is named '{}', not 'dltensor' or 'dltensor_versioned': it was "
+      "already consumed, or is not a DLPack capsule",
+      name != nullptr ? name : ""));
 }
 
 nb::tuple dlpack_device(const Tensor& t) {
-  const Device d = t.device();
-  const int type = d.is_cpu() ? int(kDLCPU) : d.is_cuda() ? int(kDLCUDA) : -1;
-  DTR_CHECK(type >= 0, DeviceError, "__dlpack_device__: device {} has no DLPack mapping", d.str());
-  return nb::make_tuple(type, d.is_cpu() ? 0 : d.index);
+  const std::pair<int, int> d = dl_device_of(t.device());
+  return nb::make_tuple(d.first, d.second);
 }
 
 // ---- values out -----------------------------------------------------------------------
@@ -500,8 +659,9 @@ void bind_tensor(nb::module_& m) {
              return t.item<int64_t>();
            })
       .def("__hash__", [](nb::handle self) { return nb::hash(nb::int_(intptr_t(self.ptr()))); })
-      .def("__dlpack__", [](const Tensor& t, nb::handle /*stream*/) { return to_dlpack_capsule(t); },
-           nb::arg("stream") = nb::none())
+      .def("__dlpack__", &dlpack_export, nb::kw_only(), nb::arg("stream") = nb::none(),
+           nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
+           nb::arg("copy") = nb::none())
       .def("__dlpack_device__", &dlpack_device)
       .def("__getitem__", [](const Tensor& x, nb::handle i) { return index(x, i); })
       .def("__setitem__", &set_index)

@@ -274,3 +274,15 @@ def test_torch_1_legacy_both_ways(torch):
     back = torch.from_dlpack(t)
     back[1] = 3
     assert t.tolist() == [0, 3]
+
+
+def test_dlpack_arguments_out_of_range_or_of_the_wrong_type_are_typed_errors():
+    t = dtr.ones([2])
+    # A major version past any int64 is past 1: a versioned capsule.
+    cap = t.__dlpack__(max_version=(2**70, 0))
+    assert "dltensor_versioned" in repr(cap)
+    assert "dltensor_versioned" not in repr(t.__dlpack__(max_version=(-(2**70), 0)))
+    for bad in ("x", 1.5, True):
+        with pytest.raises(TypeError, match="stream must be None or an int"):
+            t.__dlpack__(stream=bad)
+    t.__dlpack__(stream=-1)  # an int is accepted, as by PyTorch

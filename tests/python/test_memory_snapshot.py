@@ -177,3 +177,18 @@ def test_memory_snapshot_variable_writes_at_exit(tmp_path):
         s = pickle.load(f)
     cpu = s["devices"].index("cpu")
     assert sum(e["action"] == "alloc" for e in s["device_traces"][cpu]) >= int(out.stdout)
+
+
+def test_dump_snapshot_takes_paths_and_refuses_other_types(tmp_path):
+    dtr.memory._record_memory_history(max_entries=10)
+    try:
+        with pytest.raises(TypeError, match="filename must be a path"):
+            dtr.memory._dump_snapshot(None)
+        p = tmp_path / "b.pickle"
+        dtr.memory._dump_snapshot(os.fsencode(str(p)))  # bytes, as open() takes
+        assert p.stat().st_size > 0
+        with pytest.raises(TypeError, match="stacks must be a str or None"):
+            dtr.memory._record_memory_history(stacks=3)
+        dtr.memory._record_memory_history(stacks=None, max_entries=10)
+    finally:
+        dtr.memory._record_memory_history(enabled=None)

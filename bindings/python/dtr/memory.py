@@ -10,6 +10,7 @@ torch.cuda._memory_viz), with PyTorch's names:
     ... train ...
     dtr.memory._dump_snapshot("snapshot.pickle")
 """
+import os
 import pickle
 import sys
 
@@ -78,6 +79,11 @@ def _record_memory_history(enabled="all", context="all", stacks="all", max_entri
         raise TypeError(f"max_entries must be an int, got {type(max_entries).__name__}")
     if max_entries < 0:
         raise ValueError(f"max_entries must be >= 0, got {max_entries}")
+    for name, value in (("enabled", enabled), ("context", context), ("stacks", stacks)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+    if stacks is None:
+        stacks = "all"  # what PyTorch records when none is named
     _C.record_memory_history(enabled, context, stacks, min(max_entries, sys.maxsize))
 
 
@@ -94,8 +100,12 @@ def _snapshot(device=None):
 def _dump_snapshot(filename="dump_snapshot.pickle"):
     """Writes the memory snapshot as a pickle to `filename` (open it at
     https://pytorch.org/memory_viz, or read it with torch.cuda._memory_viz).
-    ValueError naming the path when it cannot be written."""
-    _C.dump_snapshot(str(filename))
+    `filename`: a str, bytes or os.PathLike path. TypeError for anything
+    else (None included); ValueError naming the path when it cannot be
+    written."""
+    if not isinstance(filename, (str, bytes, os.PathLike)):
+        raise TypeError(f"filename must be a path (str, bytes or os.PathLike), got {type(filename).__name__}")
+    _C.dump_snapshot(os.fsdecode(filename))
 
 
 def _device(d):

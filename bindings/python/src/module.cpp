@@ -338,14 +338,19 @@ std::pair<int, int> dl_device_of(const Device& d) {
 ///   one would be needed), None copies only for another device.
 /// - stream: dtr's kernels run on the legacy default stream and the export
 ///   synchronizes the device, so any stream the consumer names is safe; it
-///   is not otherwise used.
+///   is not otherwise used. TypeError for anything but None or an int.
 /// Shared (not copied) exports are read-write, as PyTorch's: the storage is
 /// then borrowed (Note [borrowed storage]). A read-only tensor exports with
 /// the read-only flag, and cannot be shared through a legacy capsule
 /// (BufferError, as NumPy 2 does for a read-only array; copy=True works).
-nb::object dlpack_export(const Tensor& t, nb::handle /*stream*/, nb::handle max_version,
+nb::object dlpack_export(const Tensor& t, nb::handle stream, nb::handle max_version,
                          nb::handle dl_device, nb::handle copy_arg) {
   DTR_CHECK(t.defined(), ValueError, "__dlpack__: tensor is undefined");
+  // As torch.Tensor.__dlpack__: None or an int (a stream handle, or -1).
+  if (!stream.is_none() && (!PyLong_Check(stream.ptr()) || PyBool_Check(stream.ptr()))) {
+    throw TypeError(fmt::format("__dlpack__: stream must be None or an int, got {}",
+                                nb::str(nb::repr(stream)).c_str()));
+  }
   bool versioned = false;
   if (!max_version.is_none()) {
     if (!PyTuple_Check(max_version.ptr()) || PyTuple_Size(max_version.ptr()) != 2 ||
@@ -355,7 +360,9 @@ nb::object dlpack_export(const Tensor& t, nb::handle /*stream*/, nb::handle max_
                                   "of two ints, got {}",
                                   nb::str(nb::repr(max_version)).c_str()));
     }
-    versioned = nb::cast<int64_t>(max_version[0]) >= DLPACK_MAJOR_VERSION;
+    int overflow = 0;  // a major past long long is past 1 too
+    const long long major = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(max_version.ptr(), 0), &overflow);
+    versioned = overflow > 0 || (overflow == 0 && major >= DLPACK_MAJOR_VERSION);
   }
   std::optional<bool> copy;
   if (!copy_arg.is_none()) {

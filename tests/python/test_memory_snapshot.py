@@ -184,6 +184,9 @@ def test_dump_snapshot_takes_paths_and_refuses_other_types(tmp_path):
     try:
         with pytest.raises(TypeError, match="filename must be a path"):
             dtr.memory._dump_snapshot(None)
+        with pytest.raises(ValueError, match="embedded null byte"):
+            dtr.memory._dump_snapshot(str(tmp_path / "a\0b"))
+        assert not (tmp_path / "a").exists()
         p = tmp_path / "b.pickle"
         dtr.memory._dump_snapshot(os.fsencode(str(p)))  # bytes, as open() takes
         assert p.stat().st_size > 0

@@ -101,11 +101,14 @@ def _dump_snapshot(filename="dump_snapshot.pickle"):
     """Writes the memory snapshot as a pickle to `filename` (open it at
     https://pytorch.org/memory_viz, or read it with torch.cuda._memory_viz).
     `filename`: a str, bytes or os.PathLike path. TypeError for anything
-    else (None included); ValueError naming the path when it cannot be
-    written."""
+    else (None included); ValueError for an embedded null byte, and naming
+    the path when it cannot be written."""
     if not isinstance(filename, (str, bytes, os.PathLike)):
         raise TypeError(f"filename must be a path (str, bytes or os.PathLike), got {type(filename).__name__}")
-    _C.dump_snapshot(os.fsdecode(filename))
+    path = os.fsdecode(filename)
+    if "\0" in path:
+        raise ValueError("filename: embedded null byte")  # as open() says
+    _C.dump_snapshot(path)
 
 
 def _device(d):

@@ -3,7 +3,6 @@ style) runs unchanged under `sys.modules['torch'] = dtr`: from the same weights 
 trains to PyTorch 2's losses (tests/golden/nanogpt.json, from
 tests/golden/gen_nanogpt.py), its weight-decay parameter groups and its generate()
 work, and it trains bitwise equal under half its peak with dropout on."""
-import contextlib
 import importlib.util
 import json
 import os
@@ -13,28 +12,11 @@ import numpy as np
 import pytest
 
 import dtr
+from torch_alias import torch_is_dtr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_DIR = os.path.join(HERE, "nanogpt")
 GOLDEN = os.path.join(HERE, "..", "golden", "nanogpt.json")
-
-
-@contextlib.contextmanager
-def torch_is_dtr():
-    """`import torch` (and torch.nn, torch.nn.functional, torch.optim) finds dtr inside
-    the block; whatever those names meant before is restored after."""
-    names = {"torch": dtr, "torch.nn": dtr.nn, "torch.nn.functional": dtr.nn.functional,
-             "torch.optim": dtr.optim}
-    saved = {n: sys.modules.get(n) for n in names}
-    sys.modules.update(names)
-    try:
-        yield dtr
-    finally:
-        for n, m in saved.items():
-            if m is None:
-                sys.modules.pop(n, None)
-            else:
-                sys.modules[n] = m
 
 
 def load(name):

@@ -603,6 +603,13 @@ void bind_tensor(nb::module_& m) {
   // loses the graph (and raises for a tensor that requires grad).
   cls.attr("__array_priority__") = 1000;
   cls.def(nb::init<const Tensor&>(), "A handle on the same tensor (shares everything).")
+      // torch.Tensor(data) / torch.Tensor(*sizes) / torch.Tensor(): float32
+      // (dtr._legacy_tensor builds it, as PyTorch's legacy constructor).
+      .def("__init__",
+           [](Tensor* t, nb::args args) {
+             nb::object made = nb::module_::import_("dtr").attr("_legacy_tensor")(*args);
+             new (t) Tensor(nb::cast<const Tensor&>(made));
+           })
       .def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def("size",
            [](const Tensor& t, std::optional<int64_t> d) -> nb::object {
@@ -841,6 +848,8 @@ NB_MODULE(_C, m) {
   bind_tensor(m);
   bind_functions(m);
   bind_nn_optim(m);
+  bind_ops(m);
+  bind_more_functions(m);
   m.def("from_numpy", &from_numpy, nb::arg("array"), nb::arg("owner"));
   m.def("from_dlpack", &from_dlpack_object, nb::arg("ext_tensor"));
   m.def("to_dlpack", &to_dlpack_capsule, nb::arg("tensor"));

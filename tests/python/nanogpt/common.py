@@ -29,10 +29,10 @@ def weights(model):
     return out
 
 
-def batch():
-    """(x, y) int64 (BATCH, block_size): y is x shifted by one; one target is -1 (ignored)."""
+def batch(batch_size=BATCH):
+    """(x, y) int64 (batch_size, block_size): y is x shifted by one; one target is -1 (ignored)."""
     rng = np.random.default_rng(SEED + 1)
-    stream = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, CONFIG["block_size"] + 1))
+    stream = rng.integers(0, CONFIG["vocab_size"], size=(batch_size, CONFIG["block_size"] + 1))
     x, y = stream[:, :-1].copy(), stream[:, 1:].copy()
     y[0, 3] = -1
     return x.astype(np.int64), y.astype(np.int64)
@@ -46,9 +46,9 @@ def build(torch, model_module, **overrides):
     return model
 
 
-def train(torch, model, steps=STEPS):
+def train(torch, model, steps=STEPS, batch_size=BATCH):
     """nanoGPT's training step: AdamW with weight-decay groups, clip at 1.0. Returns the losses."""
-    x, y = (torch.from_numpy(a) for a in batch())
+    x, y = (torch.from_numpy(a) for a in batch(batch_size))
     optimizer = model.configure_optimizers(WEIGHT_DECAY, LR, BETAS, "cpu")
     model.train()
     losses = []

@@ -725,21 +725,27 @@ bool SGD::set_hyperparameter(OptimizerOptions& options, const std::string& name,
 
 // ---- Adam and AdamW ------------------------------------------------------------------
 
-namespace {
-
-/// Adam's and AdamW's options checks (the two types have the same fields).
 template <typename O>
-void check_adam(const O& o, const std::string& optimizer) {
-  const auto [beta1, beta2] = o.betas();
-  check_range(o.lr() >= 0, optimizer, "learning rate", o.lr());
-  check_range(o.eps() >= 0, optimizer, "epsilon", o.eps());
-  check_range(beta1 >= 0 && beta1 < 1, optimizer, "beta parameter at index 0", beta1);
-  check_range(beta2 >= 0 && beta2 < 1, optimizer, "beta parameter at index 1", beta2);
-  check_range(o.weight_decay() >= 0, optimizer, "weight_decay", o.weight_decay());
+AdamFamily<O>::AdamFamily(std::vector<OptimizerParamGroup> param_groups, const O& defaults, std::string name,
+                          bool decoupled)
+    : Optimizer(std::move(param_groups), std::make_unique<O>(defaults), std::move(name)), decoupled_(decoupled) {
+  init(defaults.zero_redundancy(), defaults.process_group());
 }
 
 template <typename O>
-std::vector<std::pair<std::string, double>> adam_hyperparameters(const O& o) {
+void AdamFamily<O>::check_options(const OptimizerOptions& options) const {
+  const O& o = options_as<O>(options, name_, decoupled_ ? "AdamWOptions" : "AdamOptions");
+  const auto [beta1, beta2] = o.betas();
+  check_range(o.lr() >= 0, name_, "learning rate", o.lr());
+  check_range(o.eps() >= 0, name_, "epsilon", o.eps());
+  check_range(beta1 >= 0 && beta1 < 1, name_, "beta parameter at index 0", beta1);
+  check_range(beta2 >= 0 && beta2 < 1, name_, "beta parameter at index 1", beta2);
+  check_range(o.weight_decay() >= 0, name_, "weight_decay", o.weight_decay());
+}
+
+template <typename O>
+std::vector<std::pair<std::string, double>> AdamFamily<O>::hyperparameters(const OptimizerOptions& options) const {
+  const auto& o = static_cast<const O&>(options);
   return {{"lr", o.lr()},
           {"beta1", std::get<0>(o.betas())},
           {"beta2", std::get<1>(o.betas())},
@@ -749,7 +755,8 @@ std::vector<std::pair<std::string, double>> adam_hyperparameters(const O& o) {
 }
 
 template <typename O>
-bool set_adam_hyperparameter(O& o, const std::string& name, double v) {
+bool AdamFamily<O>::set_hyperparameter(OptimizerOptions& options, const std::string& name, double v) const {
+  auto& o = static_cast<O&>(options);
   if (name == "lr") o.lr(v);
   else if (name == "beta1") std::get<0>(o.betas()) = v;
   else if (name == "beta2") std::get<1>(o.betas()) = v;
@@ -760,13 +767,11 @@ bool set_adam_hyperparameter(O& o, const std::string& name, double v) {
   return true;
 }
 
-}  // namespace
-
-/// One step of Adam (decoupled = false: the weight decay is added to the
-/// gradient) or AdamW (decoupled = true: the parameter is shrunk), as
-/// torch.optim's single-tensor forms.
+/// One step of Adam (the weight decay added to the gradient) or AdamW (the
+/// parameter shrunk), as torch.optim's single-tensor forms.
 template <typename O>
-void Optimizer::adam_update(ParamState& s, Tensor& p, const Tensor& grad, const O& o, bool decoupled) {
+void AdamFamily<O>::update(ParamState& s, Tensor& p, const Tensor& grad, const OptimizerOptions& options) {
+  const auto& o = static_cast<const O&>(options);
   const auto [beta1, beta2] = o.betas();
   const bool local = p.defined();  // false: this parameter's elements live on other ranks
   if (!has_buffer(s, "exp_avg")) {
@@ -782,7 +787,7 @@ void Optimizer::adam_update(ParamState& s, Tensor& p, const Tensor& grad, const 
   Tensor exp_avg_sq = s.buffers.at("exp_avg_sq");
 
   Tensor g = grad;
-  if (decoupled) {
+  if (decoupled_) {
     p.mul_(1.0 - o.lr() * o.weight_decay());
   } else if (o.weight_decay() != 0) {
     g = add(g, p, o.weight_decay());  // L2: part of the gradient
@@ -805,53 +810,20 @@ void Optimizer::adam_update(ParamState& s, Tensor& p, const Tensor& grad, const 
   p.add_(div(exp_avg, denom), -step_size);
 }
 
+template class AdamFamily<AdamOptions>;
+template class AdamFamily<AdamWOptions>;
+
 Adam::Adam(std::vector<OptimizerParamGroup> param_groups, AdamOptions defaults)
-    : Optimizer(std::move(param_groups), std::make_unique<AdamOptions>(defaults), "Adam") {
-  init(defaults.zero_redundancy(), defaults.process_group());
-}
+    : AdamFamily(std::move(param_groups), defaults, "Adam", /*decoupled=*/false) {}
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions defaults)
     : Adam(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
 
-void Adam::check_options(const OptimizerOptions& options) const {
-  check_adam(options_as<AdamOptions>(options, name_, "AdamOptions"), name_);
-}
-
-void Adam::update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) {
-  adam_update(s, p, g, static_cast<const AdamOptions&>(options), /*decoupled=*/false);
-}
-
-std::vector<std::pair<std::string, double>> Adam::hyperparameters(const OptimizerOptions& options) const {
-  return adam_hyperparameters(static_cast<const AdamOptions&>(options));
-}
-
-bool Adam::set_hyperparameter(OptimizerOptions& options, const std::string& name, double v) const {
-  return set_adam_hyperparameter(static_cast<AdamOptions&>(options), name, v);
-}
-
 AdamW::AdamW(std::vector<OptimizerParamGroup> param_groups, AdamWOptions defaults)
-    : Optimizer(std::move(param_groups), std::make_unique<AdamWOptions>(defaults), "AdamW") {
-  init(defaults.zero_redundancy(), defaults.process_group());
-}
+    : AdamFamily(std::move(param_groups), defaults, "AdamW", /*decoupled=*/true) {}
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions defaults)
     : AdamW(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
-
-void AdamW::check_options(const OptimizerOptions& options) const {
-  check_adam(options_as<AdamWOptions>(options, name_, "AdamWOptions"), name_);
-}
-
-void AdamW::update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) {
-  adam_update(s, p, g, static_cast<const AdamWOptions&>(options), /*decoupled=*/true);
-}
-
-std::vector<std::pair<std::string, double>> AdamW::hyperparameters(const OptimizerOptions& options) const {
-  return adam_hyperparameters(static_cast<const AdamWOptions&>(options));
-}
-
-bool AdamW::set_hyperparameter(OptimizerOptions& options, const std::string& name, double v) const {
-  return set_adam_hyperparameter(static_cast<AdamWOptions&>(options), name, v);
-}
 
 // ---- learning-rate schedulers ------------------------------------------------------
 

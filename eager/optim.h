@@ -273,10 +273,6 @@ class Optimizer {
   virtual void check_options(const OptimizerOptions& options) const = 0;
   /// Whether "state.<i>.step" is part of the state.
   virtual bool counts_steps() const { return false; }
-  /// Adam's update (AdamW's with `decoupled` weight decay) with options O
-  /// (AdamOptions or AdamWOptions; defined in optim.cpp).
-  template <typename O>
-  static void adam_update(ParamState& s, Tensor& p, const Tensor& grad, const O& o, bool decoupled);
 
   std::string name_;
 
@@ -392,19 +388,21 @@ struct AdamWOptions : OptimizerCloneableOptions<AdamWOptions> {
   DTR_ZERO_REDUNDANCY_ARGS;
 };
 
-/// torch.optim.Adam (maximize=False, foreach=False), per parameter with its
-/// group's options:
-///   t ← t + 1;  g ← grad + weight_decay·p   (L2: the decay is part of the gradient)
-///   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²   (v_max ← max(v_max, v) with amsgrad)
-///   p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
-/// Buffers "exp_avg", "exp_avg_sq" (and "max_exp_avg_sq"). Throws ValueError
+/// What Adam and AdamW share, over their options type O (AdamOptions or
+/// AdamWOptions): the moment buffers "exp_avg", "exp_avg_sq" (and
+/// "max_exp_avg_sq" with amsgrad), the step count, and the checks: ValueError
 /// for lr < 0, eps < 0, betas outside [0, 1) or weight_decay < 0.
-class Adam final : public Optimizer {
+template <typename O>
+class AdamFamily : public Optimizer {
  public:
-  Adam(std::vector<OptimizerParamGroup> param_groups, AdamOptions defaults = {});
-  Adam(std::vector<Tensor> params, AdamOptions defaults = {});
-  /// The defaults (groups keep their own copies).
-  AdamOptions& options() { return static_cast<AdamOptions&>(defaults()); }
+  /// The defaults (groups keep their own copies: edit those through
+  /// param_groups()[i].options()).
+  O& options() { return static_cast<O&>(defaults()); }
+
+ protected:
+  /// `decoupled`: AdamW's weight decay (the parameter shrinks) rather than
+  /// Adam's (the decay is added to the gradient).
+  AdamFamily(std::vector<OptimizerParamGroup> param_groups, const O& defaults, std::string name, bool decoupled);
 
  private:
   void update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) override;
@@ -412,27 +410,34 @@ class Adam final : public Optimizer {
   bool set_hyperparameter(OptimizerOptions& options, const std::string& name, double value) const override;
   void check_options(const OptimizerOptions& options) const override;
   bool counts_steps() const override { return true; }
+  bool decoupled_;
+};
+
+extern template class AdamFamily<AdamOptions>;
+extern template class AdamFamily<AdamWOptions>;
+
+/// torch.optim.Adam (maximize=False, foreach=False), per parameter with its
+/// group's options:
+///   t ← t + 1;  g ← grad + weight_decay·p   (L2: the decay is part of the gradient)
+///   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²   (v_max ← max(v_max, v) with amsgrad)
+///   p ← p − lr/(1−β1^t) · m / (sqrt(v_max or v)/sqrt(1−β2^t) + eps)
+/// Buffers and errors: AdamFamily's.
+class Adam final : public AdamFamily<AdamOptions> {
+ public:
+  Adam(std::vector<OptimizerParamGroup> param_groups, AdamOptions defaults = {});
+  Adam(std::vector<Tensor> params, AdamOptions defaults = {});
 };
 
 /// torch.optim.AdamW (maximize=False, foreach=False), per parameter with its
 /// group's options: Adam with the weight decay decoupled from the gradient:
 ///   t ← t + 1;  p ← p·(1 − lr·weight_decay)
 ///   m ← β1·m + (1−β1)·grad;  v ← β2·v + (1−β2)·grad²   (v_max as Adam's)
-///   p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
-/// Buffers and errors as Adam's.
-class AdamW final : public Optimizer {
+///   p ← p − lr/(1−β1^t) · m / (sqrt(v_max or v)/sqrt(1−β2^t) + eps)
+/// Buffers and errors: AdamFamily's.
+class AdamW final : public AdamFamily<AdamWOptions> {
  public:
   AdamW(std::vector<OptimizerParamGroup> param_groups, AdamWOptions defaults = {});
   AdamW(std::vector<Tensor> params, AdamWOptions defaults = {});
-  /// The defaults (groups keep their own copies).
-  AdamWOptions& options() { return static_cast<AdamWOptions&>(defaults()); }
-
- private:
-  void update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) override;
-  std::vector<std::pair<std::string, double>> hyperparameters(const OptimizerOptions& options) const override;
-  bool set_hyperparameter(OptimizerOptions& options, const std::string& name, double value) const override;
-  void check_options(const OptimizerOptions& options) const override;
-  bool counts_steps() const override { return true; }
 };
 
 // ---- learning-rate schedulers (torch.optim.lr_scheduler) ----------------------

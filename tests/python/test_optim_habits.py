@@ -339,6 +339,8 @@ SCHEDULERS = {
         o, max_lr=0.3, epochs=3, steps_per_epoch=7, pct_start=0.25, anneal_strategy="linear", three_phase=True),
     "SequentialLR": lambda S, o: S.SequentialLR(
         o, [S.LinearLR(o, start_factor=0.1, total_iters=5), S.CosineAnnealingLR(o, T_max=10)], milestones=[5]),
+    "PolynomialLR": lambda S, o: S.PolynomialLR(o, total_iters=12, power=2.0),
+    "CosineAnnealingWarmRestarts": lambda S, o: S.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=1e-4),
     "SequentialLR three": lambda S, o: S.SequentialLR(
         o, [S.ConstantLR(o, factor=0.3, total_iters=3), S.ExponentialLR(o, gamma=0.8), S.StepLR(o, 2)],
         milestones=[4, 11]),
@@ -387,6 +389,24 @@ def test_scheduler_state_dict_resumes(name):
         again.step()
     assert again.get_last_lr() == straight[-1][0]
     assert again.last_epoch == 12
+
+
+def test_reduce_lr_on_plateau_equals_torchs(torch):
+    losses = [1.0, 0.9, 0.95, 0.91, 0.92, 0.93, 0.5, 0.6, 0.7, 0.8, 0.9, 0.49, 0.499, 0.5, 0.51, 0.52, 0.53]
+    for kwargs in (dict(patience=2, factor=0.5, cooldown=1, min_lr=[0.0, 0.004]),
+                   dict(mode="max", threshold_mode="abs", threshold=0.05, patience=1)):
+        seen = []
+        for lib in (dtr, torch):
+            p = make_params(lib, "float32")
+            opt = lib.optim.SGD([{"params": p[:1]}, {"params": p[1:], "lr": 0.01}], lr=0.1)
+            sched = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
+            lrs = []
+            for loss in losses:
+                opt.step()
+                sched.step(loss)
+                lrs.append([g["lr"] for g in opt.param_groups])
+            seen.append((lrs, sched.num_bad_epochs, sched.best))
+        assert seen[0] == seen[1], kwargs
 
 
 def test_scheduler_errors_like_torch():

@@ -22,7 +22,8 @@ from collections import Counter
 from . import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR",
-           "SequentialLR", "CosineAnnealingLR", "LambdaLR", "MultiplicativeLR", "OneCycleLR"]
+           "SequentialLR", "CosineAnnealingLR", "LambdaLR", "MultiplicativeLR", "OneCycleLR", "PolynomialLR",
+           "CosineAnnealingWarmRestarts", "ReduceLROnPlateau"]
 
 
 class LRScheduler:
@@ -445,3 +446,170 @@ class OneCycleLR(LRScheduler):
                     break
                 start = end
         return lrs
+
+
+class PolynomialLR(LRScheduler):
+    """lr = base_lr · (1 − min(epoch, total_iters)/total_iters)^power."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1, verbose=False):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self):
+        e, n = self.last_epoch, self.total_iters
+        if e == 0 or e > n:
+            return self._lrs()
+        factor = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [lr * factor for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+                for base_lr in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from base_lr to eta_min over T_i epochs, restarting at
+    base_lr, the period T_i starting at T_0 and multiplied by T_mult at each
+    restart. step(epoch) may take a fractional epoch. ValueError for T_0 not a
+    positive int, T_mult not an int ≥ 1, or a negative epoch."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0, last_epoch=-1, verbose=False):
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError("Expected positive integer T_0, but got {}".format(T_0))
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError("Expected integer T_mult >= 1, but got {}".format(T_mult))
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self):
+        return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base_lr in self.base_lrs]
+
+    def step(self, epoch=None):
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:  # a restart
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        elif epoch < 0:
+            raise ValueError("Expected non-negative epoch, but got {}".format(epoch))
+        elif epoch < self.T_0:
+            self.T_i = self.T_0
+            self.T_cur = epoch
+        elif self.T_mult == 1:
+            self.T_cur = epoch % self.T_0
+        else:
+            # Restarts so far: the n with T_0·(T_mult^n − 1)/(T_mult − 1) ≤ epoch.
+            n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+            self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+            self.T_i = self.T_0 * self.T_mult ** n
+        self.last_epoch = math.floor(epoch)
+        self._step_count += 1
+        for i, (group, lr) in enumerate(zip(self.optimizer.param_groups, self.get_lr())):
+            group["lr"] = lr
+            self.print_lr(self.verbose, i, lr, epoch)
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class ReduceLROnPlateau:
+    """Multiplies each group's lr by `factor` (not below its min_lr, and only by
+    more than eps) once the metric given to step(metric) has not improved for
+    more than `patience` epochs, then waits `cooldown` epochs. mode 'min' or
+    'max'; threshold_mode 'rel' (better than best·(1 ∓ threshold)) or 'abs'
+    (better than best ∓ threshold). ValueError for factor ≥ 1, an unknown mode
+    or threshold_mode, or a min_lr list of the wrong length; TypeError when
+    `optimizer` is not a dtr.optim.Optimizer."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
+                 cooldown=0, min_lr=0, eps=1e-8, verbose=False):
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError("{} is not an Optimizer".format(type(optimizer).__name__))
+        self.factor = factor
+        self.optimizer = optimizer
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(optimizer.param_groups):
+                raise ValueError("expected {} min_lrs, got {}".format(len(optimizer.param_groups), len(min_lr)))
+            self.min_lrs = list(min_lr)
+        else:
+            self.min_lrs = [min_lr] * len(optimizer.param_groups)
+        self.patience = patience
+        self.verbose = verbose
+        self.cooldown = cooldown
+        self.eps = eps
+        self.last_epoch = 0
+        self._set_mode(mode, threshold, threshold_mode)
+        self._reset()
+
+    def _set_mode(self, mode, threshold, threshold_mode):
+        if mode not in ("min", "max"):
+            raise ValueError("mode " + mode + " is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+
+    def _reset(self):
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self):
+        return self.cooldown_counter > 0
+
+    def is_better(self, a, best):
+        if self.threshold_mode == "rel":
+            return a < best * (1.0 - self.threshold) if self.mode == "min" else a > best * (1.0 + self.threshold)
+        return a < best - self.threshold if self.mode == "min" else a > best + self.threshold
+
+    def step(self, metrics, epoch=None):
+        current = float(metrics)
+        if epoch is None:
+            epoch = self.last_epoch + 1
+        else:
+            warnings.warn("The epoch parameter in `scheduler.step()` is deprecated; call step() without it",
+                          UserWarning)
+        self.last_epoch = epoch
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs in cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr(epoch)
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _reduce_lr(self, epoch):
+        for i, group in enumerate(self.optimizer.param_groups):
+            old = float(group["lr"])
+            new = max(old * self.factor, self.min_lrs[i])
+            if old - new > self.eps:
+                group["lr"] = new
+                if self.verbose:
+                    epoch_str = ("%.2f" if isinstance(epoch, float) else "%.5d") % epoch
+                    print("Epoch {}: reducing learning rate of group {} to {:.4e}.".format(epoch_str, i, new))
+
+    def get_last_lr(self):
+        return self._last_lr
+
+    def state_dict(self):
+        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
+        self._set_mode(self.mode, self.threshold, self.threshold_mode)

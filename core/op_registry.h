@@ -198,6 +198,13 @@ struct OpDef {
   uint8_t save = kSaveInputs;
   /// Inputs that never get a gradient (indices, masks), as a bitmask.
   uint32_t nondiff_inputs = 0;
+  /// Inputs autograd does not keep although `save` has kSaveInputs, as a
+  /// bitmask: the backward rule reads only their metadata (input_metas), as
+  /// the source of index_select and gather, or the values of where and
+  /// masked_fill (PyTorch keeps only the index or the mask too). The graph
+  /// then neither holds them nor breaks when they are written in place later
+  /// (`y = x[idx]; x[mask] = 0; y.sum().backward()`).
+  uint32_t unsaved_inputs = 0;
   /// How many inputs the op takes: min_inputs to max_inputs (-1: no upper
   /// bound). Dispatch checks it before anything reads an input, so a binding
   /// that passes any number gets a ValueError instead of an infer function

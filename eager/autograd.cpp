@@ -459,7 +459,9 @@ void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
     if (differentiable_input(op, i, t)) node->next[i] = edge_to(t);
   }
   if (op.save & kSaveInputs) {
-    for (const Tensor& t : inputs) node->saved_inputs.push_back(save(t));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      node->saved_inputs.push_back((op.unsaved_inputs >> i) & 1u ? SavedTensor{} : save(inputs[i]));
+    }
   }
   if (op.flags.inplace) {
     // The write moves outputs[0] (the tensor written) onto the new node;

@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "core/shape_io.h"
-#include "eager/autograd.h"
 #include "eager/ops.h"
 
 namespace dtr::indexing {
@@ -221,13 +220,6 @@ Plan plan(const Parsed& p) {
   return out;
 }
 
-/// What `where` reads of the tensor being written: under autograd a copy,
-/// because where keeps its inputs for backward and the write that follows
-/// would change them (the version check would refuse the backward).
-Tensor read_before_write(const Tensor& t) {
-  return is_grad_enabled() && t.requires_grad() ? t.clone() : t;
-}
-
 Tensor linear_index(const std::vector<int64_t>& v, Device device) {
   return from_vector(v, {}, TensorOptions(kInt64).device(device));
 }
@@ -256,7 +248,7 @@ void put(Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& value
     if (matches) {
       Shape ms = mask.shape();
       ms.insert(ms.end(), size_t(rest), 1);
-      x.copy_(where(mask.reshape(ms), value.to(x.dtype()), read_before_write(x)));
+      x.copy_(where(mask.reshape(ms), value.to(x.dtype()), x));
       return;
     }
   }
@@ -291,7 +283,7 @@ void put(Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& value
   Shape mask_shape(size_t(pl.source.dim() - pl.k + 1), 1);
   mask_shape[size_t(pl.first)] = pl.merged_size;
   const Tensor mask = from_vector(written, mask_shape, TensorOptions(kBool).device(x.device()));
-  const Tensor current = read_before_write(pl.source.reshape(pl.merged_shape(pl.merged_size)));
+  const Tensor current = pl.source.reshape(pl.merged_shape(pl.merged_size));
   Tensor updated = where(mask, spread, current).reshape(pl.source.shape());
   if (!pl.perm.empty()) {
     std::vector<int64_t> inverse(pl.perm.size());

@@ -258,7 +258,9 @@ void register_binary_ops() {
   define_row("gt", infer_binary<"gt", K::kComparison>, nullptr, kNone, false);
   define_row("ge", infer_binary<"ge", K::kComparison>, nullptr, kNone, false);
   // where: cond (input 0) never gets a gradient.
-  define_row("where", infer_where, where_backward, kIn, false).nondiff_inputs = 1u << 0;
+  OpDef& where_row = define_row("where", infer_where, where_backward, kIn, false);
+  where_row.nondiff_inputs = 1u << 0;
+  where_row.unsaved_inputs = (1u << 1) | (1u << 2);  // backward reads the condition only
 
   define_row("add_scalar", infer_scalar<"add", K::kArithmetic>, add_scalar_backward, kNone, false, kScalar);
   define_row("mul_scalar", infer_scalar<"mul", K::kArithmetic>, mul_scalar_backward, kNone, false, kScalar);

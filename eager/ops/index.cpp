@@ -411,9 +411,11 @@ void register_index_ops() {
   cat.max_inputs = -1;
   R.define(std::move(cat));
 
-  // The index (input 1) gets no gradient; backward needs it, so inputs are saved.
+  // The index (input 1) gets no gradient; backward needs it, so it is saved
+  // (the source only through its metadata).
   OpDef is = row("index_select", infer_index_select, index_select_backward, kSaveInputs, {i("dim")});
   is.nondiff_inputs = 1u << 1;
+  is.unsaved_inputs = 1u << 0;
   is.inputs(2);
   R.define(std::move(is));
   OpDef isb = row("index_select_backward", infer_index_select_backward,
@@ -424,6 +426,7 @@ void register_index_ops() {
 
   OpDef ga = row("gather", infer_gather, gather_backward, kSaveInputs, {i("dim")});
   ga.nondiff_inputs = 1u << 1;
+  ga.unsaved_inputs = 1u << 0;
   ga.inputs(2);
   R.define(std::move(ga));
   OpDef gab = row("gather_backward", infer_gather_backward, gather_backward_backward, kSaveInputs,
@@ -435,6 +438,7 @@ void register_index_ops() {
   OpDef mf = row("masked_fill", infer_masked_fill, masked_fill_backward, kSaveInputs, kFill);
   mf.flags.strided_inputs = true;
   mf.nondiff_inputs = 1u << 1;
+  mf.unsaved_inputs = 1u << 0;  // backward reads the mask only
   mf.inputs(2);
   R.define(std::move(mf));
   OpDef mfi = row("masked_fill_", infer_masked_fill_, masked_fill_backward, kSaveInputs, kFill);

@@ -106,7 +106,7 @@ def div(input, other, *, rounding_mode=None):
         q = floor_divide(input, other)
         r = input - q * other
         # floor and trunc differ where the quotient is negative and inexact.
-        adjust = (r != 0) & ((_t(r, input) < 0) != (_t(other, input) < 0))
+        adjust = (r != 0) & ((input < 0) != (_t(other, input) < 0))
         return _C.where(adjust, q + 1, q)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
                      f"found '{rounding_mode}'")

@@ -25,7 +25,8 @@ from ._C import (DeviceError, OutOfMemoryError, Tensor, device, dtype, abs, add,
                  save_file, load_file)
 
 __all__ = ["Tensor", "dtype", "device", "tensor", "from_numpy", "from_dlpack", "no_grad",
-           "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory"]
+           "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory", "autograd", "cuda",
+           "utils", "save", "load"]
 
 float32 = float = dtype.float32
 float64 = double = dtype.float64
@@ -366,3 +367,5 @@ for _name, _fn in _methods.items():
 del _name, _fn
 
 from . import memory, nn, optim  # noqa: E402  (they use the names above)
+from . import autograd, cuda, utils  # noqa: E402
+from .serialization import load, save  # noqa: E402

@@ -44,5 +44,6 @@ void bind_errors(nanobind::module_& m);
 void bind_types(nanobind::module_& m);
 void bind_functions(nanobind::module_& m);
 void bind_nn_optim(nanobind::module_& m);
+void bind_habits(nanobind::module_& m);
 
 }  // namespace dtr::python

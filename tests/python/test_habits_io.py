@@ -280,3 +280,65 @@ def test_cuda_queries_never_abort():
         x = dtr.ones(1024, device="cuda")
         assert dtr.cuda.memory_allocated() >= before + 4096 and dtr.cuda.max_memory_allocated() >= 4096
         del x
+
+
+# ---- a PyTorch program, unchanged, on both libraries -------------------------------------
+
+PROGRAM = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 16)
+        self.conv = nn.Conv1d(16, 16, 3, padding=1)
+        self.lstm = nn.LSTM(16, 32, batch_first=True)
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Sequential(nn.LayerNorm(32), nn.Linear(32, 16), nn.SiLU(), nn.Linear(16, 5))
+
+    def forward(self, x):
+        h = self.conv(self.embed(x).transpose(1, 2)).transpose(1, 2)
+        h, _ = self.lstm(h)
+        h = checkpoint(self.encoder, h, use_reentrant=False)
+        return self.head(h.mean(1))
+
+
+torch.manual_seed(0)
+x = torch.randint(0, 20, (64, 10))
+y = torch.randint(0, 5, (64,))
+loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+model = Model()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+losses = []
+for epoch in range(8):
+    model.train()
+    total = 0.0
+    for xb, yb in loader:
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        total += loss.item()
+    losses.append(total / len(loader))
+torch.save({"model": model.state_dict(), "epoch": 8}, path)
+restored = Model()
+ckpt = torch.load(path, map_location="cpu")
+restored.load_state_dict(ckpt["model"])
+model.eval(), restored.eval()
+with torch.no_grad():
+    a, b = model(x).numpy(), restored(x).numpy()
+'''
+
+
+@pytest.mark.parametrize("lib", ["dtr", "torch"])
+def test_a_pytorch_training_program_runs_unchanged(lib, tmp_path, torch):
+    import torch.utils.checkpoint  # noqa: F401
+    import torch.utils.data  # noqa: F401
+    mod = dtr if lib == "dtr" else torch
+    ns = {"torch": mod, "nn": mod.nn, "checkpoint": mod.utils.checkpoint.checkpoint,
+          "DataLoader": mod.utils.data.DataLoader, "TensorDataset": mod.utils.data.TensorDataset,
+          "path": str(tmp_path / "ckpt.pt")}
+    exec(PROGRAM, ns)  # noqa: S102 - the test's own program text
+    losses = ns["losses"]
+    assert losses[-1] < 0.9 * losses[0], losses
+    np.testing.assert_array_equal(ns["a"], ns["b"])

@@ -301,3 +301,40 @@ def _conv1d_padding(padding, weight, stride, dilation):
     if isinstance(padding, str):
         raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
     return _single(padding)
+# ---- more of torch.nn.functional over eager/ops.h (shapes and errors as there) -------------
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """x (N, C_in, H, W), weight (C_in, C_out/groups, kH, kW), bias (C_out) or None."""
+    return _C.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of (N, C, H, W) or (N, C, L) with probability p, scales the rest."""
+    _unsupported("dropout2d", inplace=inplace)
+    return _C.dropout2d(input, p, training)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """x (N, C, *) normalized per (sample, group of C/num_groups channels)."""
+    return _C.group_norm(input, num_groups, weight, bias, eps)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """(N, C, H, W) resized by size or scale_factor; mode "nearest" or "bilinear"."""
+    _unsupported("interpolate", recompute_scale_factor=recompute_scale_factor, antialias=antialias)
+    return _C.interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 indices (*) → int64 (*, num_classes); -1 infers max + 1."""
+    return _C.one_hot(tensor, num_classes)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """(before, after) pairs from the last dim backwards; mode "constant" or "reflect"."""
+    return _C.pad(input, list(pad), mode, value)
+
+
+__all__ += ["conv_transpose2d", "dropout2d", "group_norm", "interpolate", "one_hot", "pad"]

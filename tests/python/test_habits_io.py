@@ -215,9 +215,37 @@ def test_save_load_optimizer_state_and_a_checkpoint_dict(tmp_path):
     back = dtr.load(io.BytesIO(buf.getvalue()))
     assert back["epoch"] == 7 and back["loss"] == 0.25 and back["best"] == float("inf")
     assert back["tags"] == ["a", None, True] and back["shape"] == (2, 3) and back["by_id"] == {0: 1.5, 1: "x"}
-    assert list(back["optimizer"]) == list(opt.state_dict())
-    for k, v in opt.state_dict().items():
-        np.testing.assert_array_equal(back["optimizer"][k].numpy(), v.numpy())
+    assert_same(back["optimizer"], opt.state_dict())
+    assert_same(back["model"], m.state_dict())
+    # The loaded state resumes training: one more step matches the uninterrupted run.
+    m2 = nn.Linear(3, 2)
+    m2.load_state_dict(back["model"])
+    opt2 = dtr.optim.AdamW(m2.parameters(), lr=1e-3)
+    opt2.load_state_dict(back["optimizer"])
+    x = dtr.randn(4, 3)
+    for mm, oo in ((m, opt), (m2, opt2)):
+        oo.zero_grad()
+        mm(x).sum().backward()
+        oo.step()
+    assert_same(m2.state_dict(), m.state_dict())
+
+
+def assert_same(a, b, where="top"):
+    """Equal structure (types, keys, order) with bitwise-equal tensors."""
+    assert type(a) is type(b) or (isinstance(a, dict) and isinstance(b, dict)), where
+    if isinstance(a, dtr.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=where)
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
 
 
 def test_save_load_a_tensor_and_shared_tensors(tmp_path):

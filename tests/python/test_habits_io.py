@@ -313,6 +313,12 @@ def test_cuda_queries_never_abort():
 # ---- a PyTorch program, unchanged, on both libraries -------------------------------------
 
 PROGRAM = '''
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+from torch.utils.data import DataLoader, TensorDataset
+
+
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
@@ -360,13 +366,14 @@ with torch.no_grad():
 
 @pytest.mark.parametrize("lib", ["dtr", "torch"])
 def test_a_pytorch_training_program_runs_unchanged(lib, tmp_path, torch):
-    import torch.utils.checkpoint  # noqa: F401
-    import torch.utils.data  # noqa: F401
-    mod = dtr if lib == "dtr" else torch
-    ns = {"torch": mod, "nn": mod.nn, "checkpoint": mod.utils.checkpoint.checkpoint,
-          "DataLoader": mod.utils.data.DataLoader, "TensorDataset": mod.utils.data.TensorDataset,
-          "path": str(tmp_path / "ckpt.pt")}
-    exec(PROGRAM, ns)  # noqa: S102 - the test's own program text
+    """The program imports torch; on "dtr" those imports find dtr (torch_alias)."""
+    import contextlib
+
+    from torch_alias import torch_is_dtr
+    ns = {"path": str(tmp_path / "ckpt.pt")}
+    with torch_is_dtr() if lib == "dtr" else contextlib.nullcontext():
+        exec(PROGRAM, ns)  # noqa: S102 - the test's own program text
+    assert ns["torch"] is (dtr if lib == "dtr" else torch)
     losses = ns["losses"]
     assert losses[-1] < 0.9 * losses[0], losses
     np.testing.assert_array_equal(ns["a"], ns["b"])

@@ -79,6 +79,20 @@ def test_autograd_backward_create_graph():
     assert dtr.autograd.grad(g.sum(), x)[0].tolist() == [6.0, 12.0]
 
 
+def test_tensor_backward_create_graph_like_torch(torch):
+    dx, tx = both(torch, arr(3))
+    (dx ** 3).sum().backward(create_graph=True)
+    (tx ** 3).sum().backward(create_graph=True)
+    (dgg,) = dtr.autograd.grad(dx.grad.sum(), dx)
+    (tgg,) = torch.autograd.grad(tx.grad.sum(), tx)
+    np.testing.assert_allclose(dgg.numpy(), tgg.numpy(), rtol=1e-6)
+    y = (dx * 2).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    with pytest.raises(NotImplementedError):
+        (dx * 2).sum().backward(inputs=[dx])
+
+
 def test_grad_mode_names_in_autograd():
     with dtr.autograd.no_grad():
         assert not dtr.is_grad_enabled()

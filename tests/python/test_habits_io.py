@@ -109,6 +109,23 @@ def test_forward_hooks():
     assert np.allclose(m(dtr.zeros(1, 2)).detach().numpy(), m.bias.detach().numpy())
 
 
+def test_deepcopy_of_a_module_copies_its_tensors_and_keeps_sharing():
+    import copy
+    m = model(dtr)
+    m.head[1].weight.grad = dtr.ones(3, 30)
+    m.tied = nn.Linear(30, 3)
+    m.tied.weight = m.head[1].weight
+    c = copy.deepcopy(m)
+    assert list(c.state_dict()) == list(m.state_dict())
+    for (k, a), (_, b) in zip(m.state_dict(keep_vars=True).items(), c.state_dict(keep_vars=True).items()):
+        assert a is not b and type(a) is type(b), k
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    assert c.tied.weight is c.head[1].weight and c.head[1].weight.grad.tolist() == m.head[1].weight.grad.tolist()
+    with dtr.no_grad():
+        c.head[1].weight.add_(1.0)
+    assert not np.array_equal(c.head[1].weight.detach().numpy(), m.head[1].weight.detach().numpy())
+
+
 # ---- utils.data ------------------------------------------------------------------------
 
 def test_tensor_dataset_and_data_loader_batches():
@@ -275,6 +292,8 @@ def test_save_of_an_unsupported_object_writes_nothing(tmp_path):
     path = tmp_path / "bad.pt"
     with pytest.raises(TypeError, match="object"):
         dtr.save({"fn": object()}, path)
+    with pytest.raises(TypeError, match="state_dict"):
+        dtr.save(nn.Linear(2, 2), path)
     assert not os.path.exists(path)
 
 

@@ -230,3 +230,20 @@ class Function:
         _C._record_custom(name, node_backward, inputs, [outs[i] for i in differentiable])
         return outs[0] if single else tuple(outs)
 
+
+_cxx_backward = Tensor.backward
+
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Tensor.backward(gradient=None, retain_graph=None, create_graph=False): accumulates
+    the gradient of this tensor into the leaves' .grad (torch.Tensor.backward). With
+    create_graph the gradients get a graph of their own (dtr.autograd.backward);
+    retain_graph defaults to create_graph. `inputs` is NotImplementedError."""
+    if create_graph or inputs is not None:
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+    else:
+        _cxx_backward(self, gradient, bool(retain_graph))
+
+
+_tensor_backward.__name__ = "backward"
+Tensor.backward = _tensor_backward

@@ -64,9 +64,11 @@ class _Writer:
             return {"L": [self.encode(v, path + [str(i)]) for i, v in enumerate(obj)]}
         if isinstance(obj, tuple):
             return {"U": [self.encode(v, path + [str(i)]) for i, v in enumerate(obj)]}
+        hint = ("; save its state_dict() (a whole module is pickled by torch.save, which dtr does "
+                "not do)" if hasattr(obj, "state_dict") else "")
         raise TypeError(f"save: cannot save an object of type {type(obj).__name__} (at "
                         f"{'.'.join(path) or 'the top'}); dtr.save takes tensors, numbers, strings, "
-                        "None, and dicts, lists and tuples of them")
+                        f"None, and dicts, lists and tuples of them{hint}")
 
 
 def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True):

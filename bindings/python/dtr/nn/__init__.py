@@ -3,6 +3,7 @@ of the C++ library (eager/nn/), initialized from dtr's generator with the same
 draws in the same order as the C++ layers, so a model built here after
 dtr.manual_seed(s) has the weights of the same model built in C++."""
 import collections
+import copy
 import math
 
 from .. import Tensor, _C, no_grad
@@ -276,6 +277,27 @@ class Module:
             m.apply(fn)
         fn(self)
         return self
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy(module): the same tree with copies of every parameter (a new
+        Parameter, same requires_grad, its .grad copied too) and buffer; a tensor shared
+        by two places is copied once and stays shared."""
+        for m in self.modules():
+            for t in (*m._parameters.values(), *m._buffers.values()):
+                if t is None or id(t) in memo:
+                    continue
+                if isinstance(t, Parameter):
+                    c = Parameter(t.detach().clone(), t.requires_grad)
+                    if t.grad is not None:
+                        c.grad = t.grad.detach().clone()
+                else:
+                    c = t.detach().clone()
+                memo[id(t)] = c
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            object.__setattr__(new, k, copy.deepcopy(v, memo))
+        return new
 
     # ---- devices and dtypes
     def _apply(self, fn):

@@ -86,6 +86,10 @@ def test_to_device_keeps_parameters_and_to_dtype_converts_floating_ones():
     assert out.dtype == dtr.float64
     m.float()
     assert m.head[1].weight.dtype == dtr.float32
+    m.tied = nn.Linear(30, 3)
+    m.tied.weight = m.head[1].weight
+    m.double()
+    assert m.tied.weight is m.head[1].weight and m.tied.weight.dtype == dtr.float64
     with pytest.raises(TypeError, match="floating point"):
         m.to(dtr.int64)
 

@@ -303,21 +303,29 @@ class Module:
     def _apply(self, fn):
         """Replaces every parameter and buffer t of the tree by fn(t) where that is a new
         tensor; a parameter becomes a new Parameter (same requires_grad, its grad
-        converted too)."""
+        converted too). A tensor registered in two places is converted once and stays
+        shared (tied weights)."""
+        done = {}
+
+        def convert(t, make):
+            if id(t) not in done:
+                new = fn(t)
+                done[id(t)] = t if new is t else make(t, new)
+            return done[id(t)]
+
+        def new_parameter(p, data):
+            q = Parameter(data, p.requires_grad)
+            if p.grad is not None:
+                q.grad = fn(p.grad)
+            return q
+
         for m in self.modules():
             for name, p in m._parameters.items():
-                if p is None:
-                    continue
-                new = fn(p)
-                if new is p:
-                    continue
-                q = Parameter(new, p.requires_grad)
-                if p.grad is not None:
-                    q.grad = fn(p.grad)
-                m._parameters[name] = q
+                if p is not None:
+                    m._parameters[name] = convert(p, new_parameter)
             for name, b in m._buffers.items():
                 if b is not None:
-                    m._buffers[name] = fn(b)
+                    m._buffers[name] = convert(b, lambda _, new: new)
         return self
 
     def to(self, *args, **kwargs):

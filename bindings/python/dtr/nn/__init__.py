@@ -575,11 +575,13 @@ def _pair(v):
 
 
 class _ConvNd(Module):
-    """What Conv1d and Conv2d share: the checks, and weight (out, in/groups, *kernel)
-    kaiming_uniform(a=sqrt(5)) then bias uniform in ±1/sqrt(fan_in), drawn in that order."""
+    """What the convolutions share: the checks, and weight (out, in/groups, *kernel), or
+    (in, out/groups, *kernel) when transposed, kaiming_uniform(a=sqrt(5)) then bias uniform
+    in ±1/sqrt(fan_in) (fan_in from the weight's dim 1 and kernel, as PyTorch), drawn in
+    that order."""
 
     def _make_params(self, in_channels, out_channels, kernel_size, groups, bias, padding_mode,
-                     device, dtype):
+                     device, dtype, transposed=False):
         name = type(self).__name__
         if padding_mode != "zeros":
             raise NotImplementedError(f"{name}: only padding_mode='zeros' is supported by dtr")
@@ -591,7 +593,8 @@ class _ConvNd(Module):
             raise ValueError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.padding_mode = padding_mode
-        wshape = (out_channels, in_channels // groups) + tuple(kernel_size)
+        wshape = ((in_channels, out_channels // groups) if transposed else
+                  (out_channels, in_channels // groups)) + tuple(kernel_size)
         self.weight = Parameter(init._kaiming_uniform(wshape, math.sqrt(5.0), dtype, device))
         if bias:
             fan = _C._fan_in(list(wshape))

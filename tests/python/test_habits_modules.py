@@ -174,27 +174,31 @@ def test_cells_match_torch(torch, cls):
     np.testing.assert_allclose(d.detach().numpy(), t.detach().numpy(), rtol=RTOL, atol=ATOL)
 
 
-BUDGET = 300 * 1024
+def _lstm_step(budget_fraction=None, peak=None):
+    """One backward through a 2-layer LSTM; with budget_fraction, under a budget of the
+    bytes resident once the model exists plus that fraction of the step's peak above
+    them. Returns the gradients (copies) and the peak."""
+    dtr.memory.reset_stats()
+    dtr.manual_seed(0)
+    m = nn.LSTM(16, 32, num_layers=2)
+    x = dtr.randn(24, 4, 16, requires_grad=True)
+    base = dtr.memory.stats()["resident_bytes"]
+    if budget_fraction is not None:
+        dtr.memory.set_budget(int(base + budget_fraction * (peak - base)))
+    out, _ = m(x)
+    (out * out).sum().backward()
+    # Copies: an array sharing a tensor's memory pins its storage.
+    grads = [x.grad.numpy().copy()] + [p.grad.numpy().copy() for p in m.parameters()]
+    return grads, dtr.memory.stats()
 
 
 def test_lstm_under_a_budget_is_bitwise_the_unlimited_run():
-    def step():
-        dtr.manual_seed(0)
-        m = nn.LSTM(16, 32, num_layers=2)
-        x = dtr.randn(24, 4, 16, requires_grad=True)
-        out, _ = m(x)
-        (out * out).sum().backward()
-        # Copies: an array sharing a tensor's memory pins its storage.
-        return [x.grad.numpy().copy()] + [p.grad.numpy().copy() for p in m.parameters()]
-    free = step()
-    dtr.memory.reset_stats()
-    dtr.memory.set_budget(BUDGET)
+    free, stats = _lstm_step()
     try:
-        tight = step()
-        evictions = dtr.memory.stats()["evictions"]
+        tight, tight_stats = _lstm_step(0.8, stats["peak_bytes"])
     finally:
         dtr.memory.set_budget(None)
-    assert evictions > 0
+    assert tight_stats["evictions"] > 0 and tight_stats["rematerializations"] > 0
     for a, b in zip(free, tight):
         np.testing.assert_array_equal(a, b)
 
@@ -372,3 +376,49 @@ def test_cross_entropy_label_smoothing_trains_an_mlp_like_torch(torch):
         np.testing.assert_allclose(a.item(), b.item(), rtol=1e-5)
     for k, v in tnet.state_dict().items():
         np.testing.assert_allclose(dnet.state_dict()[k].numpy(), v.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,args", [("ELU", ()), ("ELU", (0.5,)), ("Softplus", ()), ("Softplus", (2.0, 1.0)),
+                                       ("Mish", ()), ("Hardtanh", ()), ("Hardtanh", (-0.5, 0.25)),
+                                       ("ReLU6", ())])
+def test_more_activations_match_torch(torch, name, args):
+    x = arr(3, 4, 5, scale=4.0)
+    x[0, 0, :3] = [0.0, 25.0, -30.0]  # the points where the branches meet or overflow
+    run_both(torch, getattr(nn, name)(*args), getattr(torch.nn, name)(*args), x)
+
+
+@pytest.mark.parametrize("name,args", [("MaxPool2d", (2,)), ("MaxPool2d", (3, 2, 1)), ("AvgPool2d", (2,)),
+                                       ("AvgPool2d", (3, 1, 1)), ("AdaptiveAvgPool2d", ((2, 3),)),
+                                       ("AdaptiveAvgPool2d", (1,))])
+def test_pooling_modules_match_torch(torch, name, args):
+    run_both(torch, getattr(nn, name)(*args), getattr(torch.nn, name)(*args), arr(2, 3, 6, 6))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, output_padding=1), dict(groups=2, bias=False)])
+def test_conv_transpose2d_matches_torch(torch, kw):
+    tmod, dmod = torch.nn.ConvTranspose2d(4, 6, 3, **kw), nn.ConvTranspose2d(4, 6, 3, **kw)
+    assert tuple(dmod.weight.shape) == tuple(tmod.weight.shape)
+    bound = 1 / np.sqrt(6 // kw.get("groups", 1) * 9)
+    if kw.get("bias", True):
+        assert np.abs(dmod.bias.detach().numpy()).max() <= bound
+    same_weights(torch, dmod, tmod)
+    run_both(torch, dmod, tmod, arr(2, 4, 5, 5))
+
+
+def test_group_norm_and_dropout2d(torch):
+    tmod, dmod = torch.nn.GroupNorm(2, 4), nn.GroupNorm(2, 4)
+    same_weights(torch, dmod, tmod)
+    run_both(torch, dmod, tmod, arr(3, 4, 5))
+    with pytest.raises(ValueError, match="divisible"):
+        nn.GroupNorm(3, 4)
+    d = nn.Dropout2d(0.5)
+    y = d(dtr.ones(4, 8, 3, 3)).numpy()
+    assert set(np.unique(y)) <= {0.0, 2.0} and all(len(np.unique(c)) == 1 for c in y.reshape(32, 9))
+    assert d.eval()(dtr.ones(2, 2, 2, 2)).tolist() == dtr.ones(2, 2, 2, 2).tolist()
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")  # PyTorch's note on its own copy
+def test_conv1d_same_padding_with_an_odd_total(torch):
+    tmod, dmod = torch.nn.Conv1d(2, 3, 4, padding="same"), nn.Conv1d(2, 3, 4, padding="same")
+    same_weights(torch, dmod, tmod)
+    run_both(torch, dmod, tmod, arr(2, 2, 9))

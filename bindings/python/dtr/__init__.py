@@ -22,7 +22,8 @@ from ._C import (DeviceError, OutOfMemoryError, Tensor, device, dtype, adaptive_
 from . import _surface
 
 __all__ = ["Tensor", "dtype", "device", "tensor", "from_numpy", "from_dlpack", "no_grad",
-           "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory"]
+           "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory", "autograd", "cuda",
+           "utils", "save", "load"]
 
 float32 = float = dtype.float32
 float64 = double = dtype.float64
@@ -304,3 +305,5 @@ _surface.install(globals())
 _legacy_tensor = _surface.legacy_tensor
 
 from . import memory, nn, ops, optim  # noqa: E402  (they use the names above)
+from . import autograd, cuda, utils  # noqa: E402
+from .serialization import load, save  # noqa: E402

@@ -46,5 +46,6 @@ void bind_functions(nanobind::module_& m);
 void bind_nn_optim(nanobind::module_& m);
 void bind_ops(nanobind::module_& m);
 void bind_more_functions(nanobind::module_& m);
+void bind_habits(nanobind::module_& m);
 
 }  // namespace dtr::python

@@ -850,6 +850,7 @@ NB_MODULE(_C, m) {
   bind_nn_optim(m);
   bind_ops(m);
   bind_more_functions(m);
+  bind_habits(m);
   m.def("from_numpy", &from_numpy, nb::arg("array"), nb::arg("owner"));
   m.def("from_dlpack", &from_dlpack_object, nb::arg("ext_tensor"));
   m.def("to_dlpack", &to_dlpack_capsule, nb::arg("tensor"));

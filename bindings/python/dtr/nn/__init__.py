@@ -3,6 +3,7 @@ of the C++ library (eager/nn/), initialized from dtr's generator with the same
 draws in the same order as the C++ layers, so a model built here after
 dtr.manual_seed(s) has the weights of the same model built in C++."""
 import collections
+import copy
 import math
 
 from .. import Tensor, _C, no_grad
@@ -277,25 +278,54 @@ class Module:
         fn(self)
         return self
 
+    def __deepcopy__(self, memo):
+        """copy.deepcopy(module): the same tree with copies of every parameter (a new
+        Parameter, same requires_grad, its .grad copied too) and buffer; a tensor shared
+        by two places is copied once and stays shared."""
+        for m in self.modules():
+            for t in (*m._parameters.values(), *m._buffers.values()):
+                if t is None or id(t) in memo:
+                    continue
+                if isinstance(t, Parameter):
+                    c = Parameter(t.detach().clone(), t.requires_grad)
+                    if t.grad is not None:
+                        c.grad = t.grad.detach().clone()
+                else:
+                    c = t.detach().clone()
+                memo[id(t)] = c
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            object.__setattr__(new, k, copy.deepcopy(v, memo))
+        return new
+
     # ---- devices and dtypes
     def _apply(self, fn):
         """Replaces every parameter and buffer t of the tree by fn(t) where that is a new
         tensor; a parameter becomes a new Parameter (same requires_grad, its grad
-        converted too)."""
+        converted too). A tensor registered in two places is converted once and stays
+        shared (tied weights)."""
+        done = {}
+
+        def convert(t, make):
+            if id(t) not in done:
+                new = fn(t)
+                done[id(t)] = t if new is t else make(t, new)
+            return done[id(t)]
+
+        def new_parameter(p, data):
+            q = Parameter(data, p.requires_grad)
+            if p.grad is not None:
+                q.grad = fn(p.grad)
+            return q
+
         for m in self.modules():
             for name, p in m._parameters.items():
-                if p is None:
-                    continue
-                new = fn(p)
-                if new is p:
-                    continue
-                q = Parameter(new, p.requires_grad)
-                if p.grad is not None:
-                    q.grad = fn(p.grad)
-                m._parameters[name] = q
+                if p is not None:
+                    m._parameters[name] = convert(p, new_parameter)
             for name, b in m._buffers.items():
                 if b is not None:
-                    m._buffers[name] = fn(b)
+                    m._buffers[name] = convert(b, lambda _, new: new)
         return self
 
     def to(self, *args, **kwargs):
@@ -545,11 +575,13 @@ def _pair(v):
 
 
 class _ConvNd(Module):
-    """What Conv1d and Conv2d share: the checks, and weight (out, in/groups, *kernel)
-    kaiming_uniform(a=sqrt(5)) then bias uniform in ±1/sqrt(fan_in), drawn in that order."""
+    """What the convolutions share: the checks, and weight (out, in/groups, *kernel), or
+    (in, out/groups, *kernel) when transposed, kaiming_uniform(a=sqrt(5)) then bias uniform
+    in ±1/sqrt(fan_in) (fan_in from the weight's dim 1 and kernel, as PyTorch), drawn in
+    that order."""
 
     def _make_params(self, in_channels, out_channels, kernel_size, groups, bias, padding_mode,
-                     device, dtype):
+                     device, dtype, transposed=False):
         name = type(self).__name__
         if padding_mode != "zeros":
             raise NotImplementedError(f"{name}: only padding_mode='zeros' is supported by dtr")
@@ -561,7 +593,8 @@ class _ConvNd(Module):
             raise ValueError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.padding_mode = padding_mode
-        wshape = (out_channels, in_channels // groups) + tuple(kernel_size)
+        wshape = ((in_channels, out_channels // groups) if transposed else
+                  (out_channels, in_channels // groups)) + tuple(kernel_size)
         self.weight = Parameter(init._kaiming_uniform(wshape, math.sqrt(5.0), dtype, device))
         if bias:
             fan = _C._fan_in(list(wshape))

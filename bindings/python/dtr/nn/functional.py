@@ -263,9 +263,8 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """torch.nn.functional.conv1d: x (N, C_in, L) or (C_in, L), weight (C_out, C_in/groups,
     k) → (N, C_out, L_out): conv2d over a height-1 image (unsqueeze, conv2d, squeeze), so
-    it rematerializes as those rows. padding an int, "valid", or "same" (stride 1, an
-    even total padding dilation * (k - 1); NotImplementedError otherwise)."""
-    stride, padding, dilation = _single(stride), _conv1d_padding(padding, weight, stride, dilation), _single(dilation)
+    it rematerializes as those rows. padding an int, "valid", or "same" (stride 1; an
+    odd total padding dilation * (k - 1) puts the extra zero on the right, as PyTorch)."""
     unbatched = input.dim() == 2
     if unbatched:
         input = input.unsqueeze(0)
@@ -274,7 +273,11 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                          f"{list(input.shape)}")
     if weight.dim() != 3:
         raise ValueError(f"conv1d: weight must be 3D (C_out, C_in/groups, k), got shape {list(weight.shape)}")
-    out = _C.conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, [1, stride], [0, padding],
+    stride, dilation = _single(stride), _single(dilation)
+    left, right = _conv1d_padding(padding, weight, stride, dilation)
+    if left != right:
+        input, left = _C.pad(input, [left, right], "constant", None), 0
+    out = _C.conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, [1, stride], [0, left],
                     [1, dilation], groups).squeeze(2)
     return out.squeeze(0) if unbatched else out
 
@@ -288,19 +291,20 @@ def _single(v):
 
 
 def _conv1d_padding(padding, weight, stride, dilation):
+    """(left, right) zero padding of a 1-d convolution's input."""
     if padding == "valid":
-        return 0
+        return 0, 0
     if padding == "same":
-        total = _single(dilation) * (weight.shape[2] - 1)
-        if _single(stride) != 1:
+        if stride != 1:
             raise ValueError("padding='same' is not supported for strided convolutions")
-        if total % 2:
-            raise NotImplementedError("conv1d: padding='same' with an odd total padding "
-                                      f"({total}) is not supported by dtr")
-        return total // 2
+        total = dilation * (weight.shape[2] - 1)
+        return total // 2, total - total // 2
     if isinstance(padding, str):
         raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
-    return _single(padding)
+    p = _single(padding)
+    return p, p
+
+
 # ---- more of torch.nn.functional over eager/ops.h (shapes and errors as there) -------------
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
@@ -338,3 +342,44 @@ def pad(input, pad, mode="constant", value=None):
 
 
 __all__ += ["conv_transpose2d", "dropout2d", "group_norm", "interpolate", "one_hot", "pad"]
+
+
+# ---- activations as compositions of registry ops -------------------------------------------
+
+def elu(input, alpha=1.0, inplace=False):
+    """torch.nn.functional.elu: x where x > 0, alpha * (e^x - 1) elsewhere."""
+    _unsupported("elu", inplace=inplace)
+    return _C.where(input > 0, input, (_C.exp(_C.clamp(input, None, 0.0)) - 1.0) * alpha)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """torch.nn.functional.softplus: log(1 + e^(beta x)) / beta, computed without overflow
+    as log(1 + e^(beta x)) for beta x <= 0 and beta x + log(1 + e^-(beta x)) above (each
+    branch's exponent clamped to <= 0, so the branch not taken has a finite gradient);
+    x itself where beta x > threshold."""
+    bx = input * beta
+    low = _C.log(_C.exp(_C.clamp(bx, None, 0.0)) + 1.0)
+    high = bx + _C.log(_C.exp(-_C.clamp(bx, 0.0, None)) + 1.0)
+    soft = _C.where(bx > 0, high, low) * (1.0 / beta)
+    return _C.where(bx > threshold, input, soft)
+
+
+def mish(input, inplace=False):
+    """torch.nn.functional.mish: x * tanh(softplus(x))."""
+    _unsupported("mish", inplace=inplace)
+    return input * _C.tanh(softplus(input))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """torch.nn.functional.hardtanh: x clamped to [min_val, max_val]; the gradient is 0 at
+    and beyond the bounds (PyTorch's)."""
+    _unsupported("hardtanh", inplace=inplace)
+    return input.masked_fill(input <= min_val, min_val).masked_fill(input >= max_val, max_val)
+
+
+def relu6(input, inplace=False):
+    """torch.nn.functional.relu6: x clamped to [0, 6]."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+__all__ += ["elu", "softplus", "mish", "hardtanh", "relu6"]

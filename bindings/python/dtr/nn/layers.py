@@ -2,11 +2,13 @@
 dtr.nn.functional (every one a registry op or a composition of them, so their
 outputs rematerialize like any other)."""
 from .. import _C, no_grad
-from . import Module, Parameter, _ConvNd, init
+from . import Module, Parameter, _ConvNd, _pair, init
 from . import functional as F
 
-__all__ = ["Tanh", "Sigmoid", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Flatten", "Unflatten",
-           "Conv1d", "BatchNorm1d", "BatchNorm2d"]
+__all__ = ["Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardtanh", "ReLU6",
+           "Softmax", "LogSoftmax", "Flatten", "Unflatten", "Conv1d", "ConvTranspose2d",
+           "BatchNorm1d", "BatchNorm2d", "GroupNorm", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
+           "Dropout2d"]
 
 
 class Tanh(Module):
@@ -49,6 +51,61 @@ class LeakyReLU(Module):
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    """torch.nn.ELU(alpha=1.0): x where x > 0, alpha * (e^x - 1) elsewhere."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        F._unsupported("ELU", inplace=inplace)
+        self.alpha = alpha
+
+    def forward(self, x):
+        return F.elu(x, self.alpha)
+
+
+class Softplus(Module):
+    """torch.nn.Softplus(beta=1.0, threshold=20.0): log(1 + e^(beta x)) / beta."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x):
+        return F.softplus(x, self.beta, self.threshold)
+
+
+class Mish(Module):
+    """torch.nn.Mish: x * tanh(softplus(x))."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        F._unsupported("Mish", inplace=inplace)
+
+    def forward(self, x):
+        return F.mish(x)
+
+
+class Hardtanh(Module):
+    """torch.nn.Hardtanh(min_val=-1.0, max_val=1.0): x clamped to [min_val, max_val]."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        F._unsupported(type(self).__name__, inplace=inplace)
+        if max_val <= min_val:
+            raise ValueError(f"{type(self).__name__}: max_val ({max_val}) must exceed min_val ({min_val})")
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, x):
+        return F.hardtanh(x, self.min_val, self.max_val)
+
+
+class ReLU6(Hardtanh):
+    """torch.nn.ReLU6: x clamped to [0, 6]."""
+
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
 
 
 def _implicit_dim(ndim):
@@ -140,6 +197,36 @@ class Conv1d(_ConvNd):
                         self.groups)
 
 
+class ConvTranspose2d(_ConvNd):
+    """torch.nn.ConvTranspose2d (padding_mode="zeros") on (N, C_in, H, W): weight (in,
+    out/groups, kH, kW) kaiming_uniform(a=sqrt(5)), bias uniform in ±1/sqrt(fan_in) with
+    PyTorch's fan_in (out/groups * kH * kW); dtr's conv_transpose2d row."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
+        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        self.output_padding = _pair(output_padding)
+        self._make_params(in_channels, out_channels, self.kernel_size, groups, bias, padding_mode,
+                          device, dtype, transposed=True)
+
+    def forward(self, x):
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                  self.output_padding, self.groups, self.dilation)
+
+
+def _affine_parameters(module, n, affine, dtype, device):
+    """A norm layer's weight (ones) and bias (zeros) of n channels, or None for both."""
+    if affine:
+        module.weight = Parameter(init._constant((n,), 1.0, dtype, device))
+        module.bias = Parameter(init._constant((n,), 0.0, dtype, device))
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
 class _BatchNorm(Module):
     """What BatchNorm1d and BatchNorm2d share: weight ones and bias zeros (affine),
     running_mean zeros, running_var ones and num_batches_tracked (int64) as buffers
@@ -157,12 +244,7 @@ class _BatchNorm(Module):
             raise ValueError(f"{name}: num_features must be positive, got {num_features}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(init._constant((num_features,), 1.0, dtype, device))
-            self.bias = Parameter(init._constant((num_features,), 0.0, dtype, device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, num_features, affine, dtype, device)
         if track_running_stats:
             self.register_buffer("running_mean", init._constant((num_features,), 0.0, dtype, device))
             self.register_buffer("running_var", init._constant((num_features,), 1.0, dtype, device))
@@ -203,3 +285,77 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """torch.nn.BatchNorm2d over (N, C, H, W), statistics per channel C."""
     _dims = (4,)
+
+
+class GroupNorm(Module):
+    """torch.nn.GroupNorm(num_groups, num_channels, eps=1e-5, affine=True) on (N, C, *):
+    weight ones, bias zeros; ValueError when num_groups does not divide num_channels."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
+                             f"num_groups ({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        _affine_parameters(self, num_channels, affine, dtype, device)
+
+    def forward(self, x):
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+class MaxPool2d(Module):
+    """torch.nn.MaxPool2d(kernel_size, stride=None (= kernel_size), padding=0) on
+    (N, C, H, W); dilation, ceil_mode and return_indices are NotImplementedError."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, x):
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+
+class AvgPool2d(Module):
+    """torch.nn.AvgPool2d(kernel_size, stride=None (= kernel_size), padding=0) on
+    (N, C, H, W), padding counted in the average (count_include_pad=True)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x):
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool2d(Module):
+    """torch.nn.AdaptiveAvgPool2d(output_size): (N, C, H, W) averaged to output_size (an
+    int or an (h, w) pair)."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class Dropout2d(Module):
+    """torch.nn.Dropout2d(p=0.5): zeroes whole channels with probability p in training
+    mode (scaling the rest by 1/(1-p)); the identity in eval mode."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout2d: dropout probability has to be between 0 and 1, but got {p}")
+        F._unsupported("Dropout2d", inplace=inplace)
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training)

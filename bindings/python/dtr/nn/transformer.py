@@ -195,20 +195,6 @@ class TransformerEncoderLayer(Module):
         return x
 
 
-def _clone_module(module):
-    """A deep copy of `module` with fresh copies of its parameters and buffers (the
-    tensors themselves cannot be pickled, so copy.deepcopy is told what to use)."""
-    memo = {}
-    for m in module.modules():
-        for t in list(m._parameters.values()):
-            if t is not None and id(t) not in memo:
-                memo[id(t)] = Parameter(t.detach().clone(), t.requires_grad)
-        for t in list(m._buffers.values()):
-            if t is not None and id(t) not in memo:
-                memo[id(t)] = t.detach().clone()
-    return copy.deepcopy(module, memo)
-
-
 class TransformerEncoder(Module):
     """torch.nn.TransformerEncoder(encoder_layer, num_layers, norm=None): `num_layers`
     deep copies of `encoder_layer` (children layers.0, layers.1, ...) applied in turn,
@@ -218,7 +204,7 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
                  mask_check=True):
         super().__init__()
-        self.layers = ModuleList([_clone_module(encoder_layer) for _ in range(num_layers)])
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
 

@@ -26,6 +26,7 @@
 #include "eager/dlpack.h"
 #include "eager/ops.h"
 #include "eager/random.h"
+#include "eager/reduction.h"
 #include "eager/tensor.h"
 #include "remat/memory_snapshot.h"
 #include "remat/planner.h"

@@ -20,6 +20,7 @@
 #include "eager/autocast.h"
 #include "eager/autograd.h"
 #include "eager/checkpoint.h"
+#include "eager/cuda.h"
 #include "eager/data.h"
 #include "eager/dispatch.h"
 #include "eager/distributed/distributed.h"

@@ -26,6 +26,15 @@ inline constexpr DType kInt64 = DType::kInt64;
 inline constexpr DType kInt32 = DType::kInt32;
 inline constexpr DType kBool = DType::kBool;
 inline constexpr DType kUInt8 = DType::kUInt8;
+// libtorch's other spellings of the same dtypes (c10::kFloat, ...), and its
+// name for the type (c10::ScalarType, what Tensor::scalar_type() returns).
+inline constexpr DType kFloat = kFloat32;
+inline constexpr DType kDouble = kFloat64;
+inline constexpr DType kHalf = kFloat16;
+inline constexpr DType kLong = kInt64;
+inline constexpr DType kInt = kInt32;
+inline constexpr DType kByte = kUInt8;
+using ScalarType = DType;
 
 /// Bytes per element.
 constexpr int64_t itemsize(DType t) {

@@ -24,8 +24,8 @@ constexpr int kMaxHandles = 64;  // cuda/runtime.cpp's kMaxDevices
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 void check_index(int device) {
-  DTR_CHECK(device >= 0 && device < kMaxHandles && device < device_count(), DeviceError,
-            "cuda:{}: {} cuda devices present", device, device_count());
+  DTR_CHECK(device >= 0 && device < kMaxHandles && device < devices_present(), DeviceError,
+            "cuda:{}: {} cuda devices present", device, devices_present());
 }
 
 #define DTR_CUDA_STR2(x) #x

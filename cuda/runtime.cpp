@@ -3,7 +3,7 @@
 // cudaMalloc segments), copies and kernels on the
 // device's legacy default stream, a roofline from the device's attributes,
 // CUDA events for measured costs. Registered when libdtr loads, with or
-// without a driver: without one device_count() is 0, every CPU path works,
+// without a driver: without one devices_present() is 0, every CPU path works,
 // and a CUDA device is a DeviceError ("cuda:0: 0 cuda devices present (no
 // driver or no device)").
 #include "cuda/runtime.h"
@@ -96,7 +96,7 @@ void check_launch(const char* kernel) {
     throw_cuda_error(int(rc), fmt::format("launch of CUDA kernel {}", kernel).c_str(), nullptr, 0);
 }
 
-int device_count() {
+int devices_present() {
   static const int n = [] {
     int count = 0;
     const cudaError_t rc = cudaGetDeviceCount(&count);
@@ -236,7 +236,7 @@ struct DeviceHeap {
 Allocator* allocator_of(int index) {
   static std::array<std::unique_ptr<DeviceHeap>, kMaxDevices>* heaps = [] {
     auto* a = new std::array<std::unique_ptr<DeviceHeap>, kMaxDevices>;  // never destroyed
-    for (int i = 0; i < device_count(); ++i) (*a)[size_t(i)] = std::make_unique<DeviceHeap>(i);
+    for (int i = 0; i < devices_present(); ++i) (*a)[size_t(i)] = std::make_unique<DeviceHeap>(i);
     return a;
   }();
   return &(*heaps)[size_t(index)]->allocator;
@@ -250,7 +250,7 @@ void release_cached_segments() {
     (void)cudaGetLastError();
     return;
   }
-  if (index >= 0 && index < device_count()) static_cast<CachingAllocator*>(allocator_of(index))->empty_cache();
+  if (index >= 0 && index < devices_present()) static_cast<CachingAllocator*>(allocator_of(index))->empty_cache();
 }
 
 namespace {
@@ -387,7 +387,7 @@ Backend cuda_backend() {
   Backend b;
   b.name = "cuda";
   b.type = kCUDA;
-  b.device_count = device_count;
+  b.device_count = devices_present;
   b.allocator = allocator_of;
   b.memory_bytes = memory_bytes_of;
   b.copy_from_host = copy_from_host;

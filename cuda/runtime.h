@@ -19,7 +19,7 @@ namespace dtr::cuda {
 
 /// CUDA devices present (0 without a driver or a device; the reason is
 /// logged once at debug level). Cached after the first call.
-int device_count();
+int devices_present();
 
 /// Where a kernel for operands on `device` runs: on a CUDA device, that
 /// device made current and its stream (the legacy default stream: the NCCL

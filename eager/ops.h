@@ -6,11 +6,14 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
+#include "eager/reduction.h"
 #include "eager/tensor.h"
 
 namespace dtr {
@@ -85,6 +88,19 @@ Tensor from_blob(void* data, IntList shape, IntList strides, DType dtype, Device
 Tensor from_blob(void* data, IntList shape, IntList strides, std::function<void(void*)> deleter,
                  DType dtype, Device device = Device());
 
+/// torch::tensor: a new constant tensor holding `values` (a scalar, a braced
+/// list, or a list of equal-length lists for a matrix). Without a dtype in
+/// opts: float32 for floating values, int64 for integers, bool for bools
+/// (libtorch's rule). ValueError for ragged rows. (eager/ops/libtorch_forms.cpp)
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+Tensor tensor(T value, TensorOptions opts = {});
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+Tensor tensor(std::initializer_list<T> values, TensorOptions opts = {});
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> rows, TensorOptions opts = {});
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+Tensor tensor(const std::vector<T>& values, TensorOptions opts = {});
+
 // ---- random state (eager/random.cpp) -----------------------------------------
 /// Sets the global Philox seed and resets its offset (torch.manual_seed).
 void manual_seed(uint64_t seed);
@@ -113,6 +129,10 @@ Tensor reciprocal(const Tensor& x);  // torch.reciprocal: 1 / x
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 /// torch.nn.functional.silu: x * sigmoid(x).
 Tensor silu(const Tensor& x);
+/// torch::leaky_relu: x where x > 0, else negative_slope * x (the gradient
+/// is 1 or negative_slope; negative_slope at 0, as PyTorch). TypeError for a
+/// bool tensor. A composite of gt, mul and where (eager/ops/libtorch_forms.cpp).
+Tensor leaky_relu(const Tensor& x, Scalar negative_slope = 0.01);
 /// torch.clamp: min(max(x, min), max); either bound may be omitted, not both
 /// (ValueError). Promotes with the bounds: int tensor, float bound → float32.
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
@@ -171,7 +191,21 @@ Tensor mean(const Tensor& x, IntList dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x);
 /// (values, indices) along `dim` (torch.max(x, dim)).
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+/// torch::max(a, b): elementwise, = maximum(a, b).
+Tensor max(const Tensor& a, const Tensor& b);
+// min mirrors max (eager/ops/libtorch_forms.cpp): the whole-tensor form is
+// amin (the gradient shared among ties, as PyTorch's min()), the dim form
+// gives (values, int64 indices of the first minimum; NaN counts as the
+// minimum) with the gradient flowing to that index only.
+Tensor min(const Tensor& x);
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+/// torch::min(a, b): elementwise, = minimum(a, b).
+Tensor min(const Tensor& a, const Tensor& b);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Index of the largest / smallest element of x flattened (torch.argmax(x)
+/// with no dim): a 0-d int64. ValueError for an empty x.
+Tensor argmax(const Tensor& x);
+Tensor argmin(const Tensor& x);
 /// Variance with Bessel's `correction` (torch.var(x, dims, correction=1)).
 Tensor var(const Tensor& x, IntList dims = {}, int64_t correction = 1, bool keepdim = false);
 /// Index of the smallest element along `dim`, first occurrence on ties (torch.argmin).
@@ -202,19 +236,84 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
 // ---- linear algebra (eager/ops/linalg.cpp) -----------------------------------
 /// torch.matmul: 1-D/2-D/batched with broadcasting of batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
+/// torch.mm: a (n, k) x b (k, m) → (n, m). ValueError unless both are 2-D
+/// with matching k (naming both shapes).
+Tensor mm(const Tensor& a, const Tensor& b);
+/// torch.bmm: a (B, n, k) x b (B, k, m) → (B, n, m). ValueError unless both
+/// are 3-D with equal B and matching k.
+Tensor bmm(const Tensor& a, const Tensor& b);
 /// x @ weight^T + bias; x (*, in), weight (out, in), bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
-// ---- activations and losses (eager/ops/nn_functional.cpp) --------------------
+// ---- activations (eager/ops/loss.cpp) ---------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
-/// logits (N, C) or (N, C, d...), target int64 (N) or (N, d...). reduction:
-/// "mean" | "sum" | "none"; targets equal to ignore_index are skipped.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
-                     std::string_view reduction = "mean");
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
-                std::string_view reduction = "mean");
-Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction = "mean");
+
+// ---- losses, with libtorch's signatures (torch::nll_loss, torch::mse_loss, ...) ----
+// `reduction` is a LossReduction (eager/reduction.h): Reduction::Mean / Sum /
+// None (libtorch's int64 codes), the tags kMean / kSum / kNone, or PyTorch's
+// "mean" / "sum" / "none"; ValueError for anything else. "none" returns the
+// per-element losses (the target's shape for the class-index losses). The
+// unweighted class-index losses and mse_loss are registry rows
+// (eager/ops/loss.cpp); the weighted and smoothed forms and the other losses
+// are composites of registry ops (eager/ops/loss_functions.cpp), so they
+// rematerialize and differentiate through their parts. Every loss throws
+// TypeError for non-floating inputs and ValueError for mismatched shapes,
+// naming the loss and the shapes.
+//
+/// torch::nll_loss: input (N, C), (N, C, d...) or (C) of log-probabilities;
+/// target int64 (N), (N, d...) or () of class indices; loss = -w[t] x[t]
+/// per element, 0 where target == ignore_index. "mean" divides the sum by
+/// the sum of w[t] over the counted elements (NaN when none is). weight: C
+/// class weights of input's dtype, or undefined (all 1). IndexError for a
+/// target outside [0, C).
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                LossReduction reduction = Reduction::Mean, int64_t ignore_index = -100);
+/// torch::cross_entropy_loss: nll_loss(log_softmax(input, 1), ...), fused
+/// when there is no weight and no smoothing. label_smoothing ε in [0, 1]
+/// (ValueError otherwise) mixes in the uniform distribution: (1 - ε) nll +
+/// ε/C sum_c -w_c log p_c, reduced as PyTorch 1.13 reduces it. A floating
+/// target of input's shape holds class probabilities instead (loss = -sum_c
+/// w_c t_c log p_c; "mean" divides by the number of samples; ignore_index
+/// does not apply).
+Tensor cross_entropy_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                          LossReduction reduction = Reduction::Mean, int64_t ignore_index = -100,
+                          double label_smoothing = 0.0);
+/// torch.nn.functional.cross_entropy: the same function as cross_entropy_loss.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                     LossReduction reduction = Reduction::Mean, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+/// torch::mse_loss: (input - target)^2. Same shape and floating dtype required
+/// (ValueError / TypeError; PyTorch would broadcast with a warning).
+Tensor mse_loss(const Tensor& input, const Tensor& target,
+                LossReduction reduction = Reduction::Mean);
+/// torch::l1_loss: |input - target|. Shapes and dtypes as mse_loss.
+Tensor l1_loss(const Tensor& input, const Tensor& target, LossReduction reduction = Reduction::Mean);
+/// torch::smooth_l1_loss: 0.5 d^2 / beta where d = |input - target| < beta,
+/// else d - 0.5 beta; beta = 0 is l1_loss. ValueError for beta < 0.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      LossReduction reduction = Reduction::Mean, double beta = 1.0);
+/// torch::huber_loss: 0.5 d^2 where d < delta, else delta (d - 0.5 delta).
+/// ValueError for delta <= 0.
+Tensor huber_loss(const Tensor& input, const Tensor& target,
+                  LossReduction reduction = Reduction::Mean, double delta = 1.0);
+/// torch::binary_cross_entropy: -w (t log x + (1 - t) log(1 - x)) with each
+/// log clamped at -100, as PyTorch. input: probabilities in [0, 1]
+/// (ValueError otherwise: this reads the values, a host sync); target of
+/// input's shape; weight broadcastable to it, or undefined.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                            LossReduction reduction = Reduction::Mean);
+/// torch::binary_cross_entropy_with_logits: binary_cross_entropy of
+/// sigmoid(input) computed stably, -w (p t log s(x) + (1 - t) log(1 - s(x)))
+/// with p = pos_weight (broadcast along the last dim), both optional.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight = {}, const Tensor& pos_weight = {},
+                                        LossReduction reduction = Reduction::Mean);
+/// torch::kl_div: target (log t - input) pointwise, 0 where target is 0
+/// (input: log-probabilities); with log_target, exp(t) (t - input). "mean"
+/// averages over every element (libtorch's; "batchmean" is sum / N).
+Tensor kl_div(const Tensor& input, const Tensor& target, LossReduction reduction = Reduction::Mean,
+              bool log_target = false);
 
 // ---- normalization (eager/ops/norm.cpp) -------------------------------------
 Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight = Tensor(),
@@ -386,6 +485,60 @@ Tensor from_vector(const std::vector<T>& values, IntList shape, TensorOptions op
     return detail::from_host(bytes.data(), int64_t(bytes.size()), kBool, s, opts);
   } else {
     return detail::from_host(values.data(), int64_t(values.size()), dtype_of<T>(), s, opts);
+  }
+}
+
+namespace detail {
+/// torch::tensor's body: `values` (row-major) as a tensor of `shape`, in
+/// opts' dtype or else float32 / int64 / bool by T's kind.
+template <typename T>
+Tensor tensor_of(const T* values, int64_t n, IntList shape, TensorOptions opts) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values, values + n);
+    return from_host(bytes.data(), n, kBool, shape, opts.dtype(opts.dtype_or(kBool)));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    std::vector<double> wide(values, values + n);
+    return from_host(wide.data(), n, kFloat64, shape, opts.dtype(opts.dtype_or(kFloat32)));
+  } else {
+    std::vector<int64_t> wide(values, values + n);
+    return from_host(wide.data(), n, kInt64, shape, opts.dtype(opts.dtype_or(kInt64)));
+  }
+}
+}  // namespace detail
+
+template <typename T, typename>
+Tensor tensor(T value, TensorOptions opts) {
+  return detail::tensor_of(&value, 1, {}, opts);
+}
+template <typename T, typename>
+Tensor tensor(std::initializer_list<T> values, TensorOptions opts) {
+  return detail::tensor_of(values.begin(), int64_t(values.size()), {int64_t(values.size())}, opts);
+}
+template <typename T, typename>
+Tensor tensor(const std::vector<T>& values, TensorOptions opts) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    return detail::from_host(bytes.data(), int64_t(bytes.size()), kBool, {int64_t(bytes.size())},
+                             opts.dtype(opts.dtype_or(kBool)));
+  } else {
+    return detail::tensor_of(values.data(), int64_t(values.size()), {int64_t(values.size())}, opts);
+  }
+}
+template <typename T, typename>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> rows, TensorOptions opts) {
+  const int64_t cols = rows.size() == 0 ? 0 : int64_t(rows.begin()->size());
+  std::vector<T> flat;
+  for (const auto& r : rows) {
+    DTR_CHECK(int64_t(r.size()) == cols, ValueError,
+              "tensor: rows must have equal lengths, got {} and {}", cols, r.size());
+    flat.insert(flat.end(), r.begin(), r.end());
+  }
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(flat.begin(), flat.end());
+    return detail::from_host(bytes.data(), int64_t(bytes.size()), kBool,
+                             {int64_t(rows.size()), cols}, opts.dtype(opts.dtype_or(kBool)));
+  } else {
+    return detail::tensor_of(flat.data(), int64_t(flat.size()), {int64_t(rows.size()), cols}, opts);
   }
 }
 }  // namespace dtr

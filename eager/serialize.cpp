@@ -17,6 +17,7 @@
 
 #include "eager/nn/module.h"
 #include "eager/ops.h"
+#include "eager/optim.h"
 
 namespace dtr {
 
@@ -372,11 +373,17 @@ void save(const std::string& path, const StateDict& tensors,
     f.write(reinterpret_cast<const char*>(len), 8);
     f.write(header.data(), std::streamsize(header.size()));
     std::vector<char> bytes;
-    for (const Tensor& t : host) {
-      bytes.resize(size_t(t.nbytes()));
-      if (!bytes.empty()) detail::copy_elements_out(t, t.dtype(), bytes.data());
-      to_little_endian(bytes, itemsize(t.dtype()));
-      f.write(bytes.data(), std::streamsize(bytes.size()));
+    try {
+      for (const Tensor& t : host) {
+        bytes.resize(size_t(t.nbytes()));
+        if (!bytes.empty()) detail::copy_elements_out(t, t.dtype(), bytes.data());
+        to_little_endian(bytes, itemsize(t.dtype()));
+        f.write(bytes.data(), std::streamsize(bytes.size()));
+      }
+    } catch (...) {  // reading a tensor failed: leave no partial file behind
+      f.close();
+      std::remove(tmp.c_str());
+      throw;
     }
     f.flush();
     if (!f.good()) {
@@ -514,8 +521,75 @@ StateDict load(const std::string& path, std::map<std::string, std::string>* meta
   return out;
 }
 
-void save(const nn::Module& module, const std::string& path) { save(path, module.state_dict()); }
+namespace {
 
-void load(nn::Module& module, const std::string& path) { module.load_state_dict(load(path)); }
+constexpr const char* kKindKey = "dtr.kind";
+
+/// What a "dtr.kind" value names, for messages.
+std::string kind_description(std::string_view kind) {
+  if (kind == "tensor") return "a tensor";
+  if (kind == "tensors") return "a tensor list";
+  if (kind == "module") return "a module's state";
+  if (kind == "optimizer") return "an optimizer's state";
+  return fmt::format("'{}'", kind);
+}
+
+/// Reads `path`, checking that it was saved as `kind` when it says.
+StateDict load_kind(const std::string& path, std::string_view kind) {
+  std::map<std::string, std::string> metadata;
+  StateDict state = load(path, &metadata);
+  if (auto it = metadata.find(kKindKey); it != metadata.end()) {
+    DTR_CHECK(it->second == kind, ValueError, "load: '{}' holds {}, not {}", path,
+              kind_description(it->second), kind_description(kind));
+  }
+  return state;
+}
+
+StateDict numbered(const std::vector<Tensor>& tensors) {
+  StateDict state;
+  for (size_t i = 0; i < tensors.size(); ++i) state.insert(std::to_string(i), tensors[i]);
+  return state;
+}
+
+}  // namespace
+
+void save(const nn::Module& module, const std::string& path) {
+  save(path, module.state_dict(), {{kKindKey, "module"}});
+}
+
+void load(nn::Module& module, const std::string& path) {
+  module.load_state_dict(load_kind(path, "module"));
+}
+
+void save(const Tensor& tensor, const std::string& path) {
+  DTR_CHECK(tensor.defined(), ValueError, "save: '{}': the tensor is undefined", path);
+  save(path, numbered({tensor}), {{kKindKey, "tensor"}});
+}
+
+void save(const std::vector<Tensor>& tensors, const std::string& path) {
+  save(path, numbered(tensors), {{kKindKey, "tensors"}});
+}
+
+void load(Tensor& tensor, const std::string& path) {
+  StateDict state = load_kind(path, "tensor");
+  DTR_CHECK(state.size() == 1, ValueError, "load: '{}' holds {} tensors, not one", path, state.size());
+  tensor = state.items()[0].second;
+}
+
+void load(std::vector<Tensor>& tensors, const std::string& path) {
+  StateDict state = load_kind(path, "tensors");
+  std::vector<Tensor> out;
+  out.reserve(state.size());
+  for (const auto& [name, t] : state) out.push_back(t);
+  tensors = std::move(out);
+}
+
+void save(const optim::Optimizer& optimizer, const std::string& path) {
+  save(path, optimizer.state_dict(), {{kKindKey, "optimizer"}});
+}
+
+void load(optim::Optimizer& optimizer, const std::string& path) {
+  optimizer.load_state_dict(load_kind(path, "optimizer"));
+}
 
 }  // namespace dtr

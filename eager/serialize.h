@@ -12,8 +12,11 @@
 // the file and the problem; nothing aborts.
 #pragma once
 
+#include <concepts>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "eager/nn/state_dict.h"
 
@@ -21,6 +24,9 @@ namespace dtr {
 
 namespace nn {
 class Module;
+}
+namespace optim {
+class Optimizer;
 }
 
 /// Writes `tensors` (in their order) and optional string `metadata` to
@@ -42,8 +48,76 @@ StateDict load(const std::string& path, std::map<std::string, std::string>* meta
 /// Saves module.state_dict() to `path` (torch.save(model.state_dict()) in
 /// safetensors form).
 void save(const nn::Module& module, const std::string& path);
-/// Loads `path` into `module` with load_state_dict(strict=true); ValueError
-/// for a malformed file or missing / unexpected keys or shape mismatches.
+/// Loads `path` into `module` with load_state_dict(strict=true), copying
+/// into its parameters and buffers; ValueError for a malformed file, a file
+/// saved from something else than a module (a tensor, an optimizer), missing
+/// / unexpected keys or shape mismatches (nothing is written then).
 void load(nn::Module& module, const std::string& path);
+
+// ---- libtorch's torch::save / torch::load --------------------------------------
+// The value comes first, the path second, as in libtorch. Every file is
+// safetensors (above), written to a temporary file beside `path` and renamed
+// into place, so a save that fails leaves whatever was at `path` intact. The
+// header's metadata records what was saved ("dtr.kind": "tensor", "tensors",
+// "module", "optimizer"); loading it as another kind throws ValueError
+// naming both (a file without the entry, from another writer, loads as
+// anything whose keys fit).
+
+/// torch::save(tensor, path): one tensor, named "0". ValueError when undefined.
+void save(const Tensor& tensor, const std::string& path);
+/// torch::save(tensors, path): the tensors named "0", "1", ... in order.
+void save(const std::vector<Tensor>& tensors, const std::string& path);
+/// torch::load(tensor, path): rebinds `tensor` to the file's single tensor (a
+/// new constant on the CPU; move it with to()). ValueError for a file with
+/// no or several tensors.
+void load(Tensor& tensor, const std::string& path);
+/// torch::load(tensors, path): replaces `tensors` with the file's tensors in order.
+void load(std::vector<Tensor>& tensors, const std::string& path);
+/// Optimizer state (optimizer.state_dict(): step counts and moment buffers,
+/// not the options). Loading restores it into an optimizer made over the
+/// same parameters (load_state_dict's errors otherwise).
+void save(const optim::Optimizer& optimizer, const std::string& path);
+void load(optim::Optimizer& optimizer, const std::string& path);
+
+namespace detail {
+/// A module holder (libtorch's ModuleHolder, torch::nn::Linear): anything
+/// whose ptr() gives a shared_ptr to a Module.
+template <typename H>
+concept ModuleHolderLike = requires(const H& h) {
+  { h.ptr() } -> std::convertible_to<std::shared_ptr<const nn::Module>>;
+};
+template <typename H>
+void check_holder(const H& holder, const char* op) {
+  DTR_CHECK(holder.ptr() != nullptr, ValueError, "{}: the module holder is empty (nullptr)", op);
+}
+}  // namespace detail
+
+/// torch::save(model, path) / torch::load(model, path) for a
+/// std::shared_ptr to a module (torch::save(std::make_shared<Net>(), ...)):
+/// as save/load of *model. ValueError for a null pointer.
+template <typename M>
+  requires std::derived_from<M, nn::Module>
+void save(const std::shared_ptr<M>& module, const std::string& path) {
+  DTR_CHECK(module != nullptr, ValueError, "save: '{}': the module pointer is null", path);
+  save(static_cast<const nn::Module&>(*module), path);
+}
+template <typename M>
+  requires std::derived_from<M, nn::Module>
+void load(const std::shared_ptr<M>& module, const std::string& path) {
+  DTR_CHECK(module != nullptr, ValueError, "load: '{}': the module pointer is null", path);
+  load(static_cast<nn::Module&>(*module), path);
+}
+/// The same for a module holder (torch::nn::Linear, a TORCH_MODULE type):
+/// saves / loads the module it holds. ValueError for an empty holder.
+template <detail::ModuleHolderLike H>
+void save(const H& holder, const std::string& path) {
+  detail::check_holder(holder, "save");
+  save(static_cast<const nn::Module&>(*holder.ptr()), path);
+}
+template <detail::ModuleHolderLike H>
+void load(const H& holder, const std::string& path) {
+  detail::check_holder(holder, "load");
+  load(static_cast<nn::Module&>(*holder.ptr()), path);
+}
 
 }  // namespace dtr

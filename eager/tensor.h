@@ -96,7 +96,17 @@ struct TensorOptions {
     o.requires_grad_ = r;
     return o;
   }
+  /// The dtype given (float32 when none was) and the device (libtorch's
+  /// getters; `opts.dtype() == kFloat32`).
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
 };
+
+// libtorch's free builders of TensorOptions: torch::dtype(kLong),
+// torch::device(kCUDA), torch::requires_grad().
+inline TensorOptions dtype(DType t) { return TensorOptions(t); }
+inline TensorOptions device(Device d) { return TensorOptions(d); }
+inline TensorOptions requires_grad(bool r = true) { return TensorOptions().requires_grad(r); }
 
 struct AutogradMeta {
   bool requires_grad = false;
@@ -177,7 +187,14 @@ class Tensor {
   int64_t dim() const { return meta().dim(); }
   int64_t numel() const { return meta().numel(); }
   DType dtype() const { return meta().dtype; }
+  /// The dtype (libtorch's name: at::Tensor::scalar_type).
+  DType scalar_type() const { return meta().dtype; }
   Device device() const { return meta().device; }
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_cpu() const { return device().is_cpu(); }
+  /// dtype and device as TensorOptions (at::Tensor::options; requires_grad
+  /// is not carried, as in libtorch), for `zeros({2}, x.options())`.
+  TensorOptions options() const { return TensorOptions(dtype()).device(device()); }
   bool is_contiguous() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   int64_t nbytes() const { return numel() * itemsize(dtype()); }
@@ -188,6 +205,9 @@ class Tensor {
   /// The single element of a one-element tensor, converted to T. Throws ValueError.
   template <typename T>
   T item() const;
+  /// The single element as a Scalar (at::Tensor::item()): floating for a
+  /// floating dtype, bool for bool, int64 otherwise. Throws ValueError as item<T>.
+  Scalar item() const;
   /// All elements in row-major order, converted to T.
   template <typename T>
   std::vector<T> to_vector() const;
@@ -276,9 +296,26 @@ class Tensor {
   /// driver, an index past the devices present). PyTorch: Tensor.to(device).
   Tensor to(Device d) const;
   Tensor to(DeviceType d) const { return to(Device(d)); }
+  // libtorch's other forms of to(). non_blocking changes nothing (copies are
+  // ordered on the device's queue either way); copy = true returns a new
+  // tensor even when nothing changes.
+  Tensor to(DType t, bool non_blocking, bool copy = false) const;
+  Tensor to(Device d, bool non_blocking, bool copy = false) const;
+  Tensor to(DeviceType d, bool non_blocking, bool copy = false) const {
+    return to(Device(d), non_blocking, copy);
+  }
+  /// To device `d`, then dtype `t` (at::Tensor::to(device, dtype)).
+  Tensor to(Device d, DType t, bool non_blocking = false, bool copy = false) const;
+  /// To opts' device, and to its dtype when it has one (at::Tensor::to(options)).
+  Tensor to(const TensorOptions& opts, bool non_blocking = false, bool copy = false) const;
+  /// To `other`'s device and dtype (at::Tensor::to(other)).
+  Tensor to(const Tensor& other, bool non_blocking = false, bool copy = false) const;
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor cpu() const { return to(Device(kCPU)); }
+  /// A copy on CUDA device `index` (at::Tensor::cuda()); DeviceError when
+  /// there is no such device (no CUDA backend, no driver, index too large).
+  Tensor cuda(int index = 0) const { return to(Device(kCUDA, index)); }
 
   // ---- methods mirroring the free functions (eager/ops.h) --------------------
   Tensor neg() const;
@@ -294,12 +331,24 @@ class Tensor {
   Tensor sub(const Tensor& o, Scalar alpha = 1) const;
   Tensor mul(const Tensor& o) const;
   Tensor div(const Tensor& o) const;
+  // Scalar operands (at::Tensor::add(Scalar other, Scalar alpha), ...).
+  Tensor add(Scalar o, Scalar alpha = 1) const;
+  Tensor sub(Scalar o, Scalar alpha = 1) const;
+  Tensor mul(Scalar o) const;
+  Tensor div(Scalar o) const;
   Tensor pow(Scalar exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor matmul(const Tensor& o) const;
+  /// (n, k) x (k, m) (torch.mm); ValueError unless both are 2-D with matching k.
+  Tensor mm(const Tensor& o) const;
+  /// (b, n, k) x (b, k, m) (torch.bmm); ValueError unless both are 3-D with
+  /// equal batch and matching k.
+  Tensor bmm(const Tensor& o) const;
   Tensor maximum(const Tensor& o) const;
   Tensor minimum(const Tensor& o) const;
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor clamp_min(Scalar min) const { return clamp(min, std::nullopt); }
+  Tensor clamp_max(Scalar max) const { return clamp(std::nullopt, max); }
   // Comparisons (torch.Tensor.eq, ...): bool tensors.
   Tensor eq(const Tensor& o) const;
   Tensor eq(Scalar o) const;
@@ -322,8 +371,18 @@ class Tensor {
   Tensor max() const;
   /// (values, indices) along `dim` (torch.Tensor.max(dim, keepdim)).
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  /// Elementwise maximum with `other` (torch.Tensor.max(other) = maximum).
+  Tensor max(const Tensor& other) const { return maximum(other); }
+  Tensor min() const;
+  /// (values, indices) along `dim` (torch.Tensor.min(dim, keepdim)).
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor min(const Tensor& other) const { return minimum(other); }
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
+  /// Index into the flattened tensor of its largest / smallest element
+  /// (torch.Tensor.argmax() without dim), a 0-d int64.
+  Tensor argmax() const;
+  Tensor argmin() const;
   Tensor amax(IntList dims = {}, bool keepdim = false) const;
   Tensor amin(IntList dims = {}, bool keepdim = false) const;
   Tensor logsumexp(IntList dims, bool keepdim = false) const;
@@ -350,6 +409,10 @@ class Tensor {
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor expand(IntList shape) const;
+  // The *_as forms take `other`'s shape (torch.Tensor.expand_as, view_as, reshape_as).
+  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor view_as(const Tensor& other) const { return view(other.sizes()); }
+  Tensor reshape_as(const Tensor& other) const { return reshape(other.sizes()); }
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
   Tensor index_select(int64_t dim, const Tensor& index) const;
@@ -405,6 +468,13 @@ class Tensor {
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
   Tensor& fill_(Scalar value);
   Tensor& zero_();
+  /// Refills with values uniform in [from, to) / from N(mean, std^2), drawn
+  /// from the global generator like rand / randn (torch.Tensor.uniform_,
+  /// normal_). TypeError for a non-floating tensor, ValueError for from > to
+  /// or std < 0; as any in-place write, ValueError on a leaf that requires
+  /// grad outside NoGradGuard.
+  Tensor& uniform_(double from = 0, double to = 1);
+  Tensor& normal_(double mean = 0, double std = 1);
   /// Copies `src` (broadcast, cast, and from another device) into this
   /// tensor's elements (torch.Tensor.copy_).
   Tensor& copy_(const Tensor& src);

@@ -18,13 +18,6 @@ namespace {
 
 enum Reduction : int64_t { kReductionNone = 0, kReductionMean = 1, kReductionSum = 2 };
 
-int64_t parse_reduction(std::string_view r, std::string_view op) {
-  if (r == "none") return kReductionNone;
-  if (r == "mean") return kReductionMean;
-  if (r == "sum") return kReductionSum;
-  throw ValueError(fmt::format("{}: reduction must be 'none', 'mean' or 'sum', got '{}'", op, r));
-}
-
 void check_reduction_attr(const Attrs& a, std::string_view op) {
   const int64_t r = a.i("reduction");
   DTR_CHECK(r >= kReductionNone && r <= kReductionSum, ValueError, "{}: invalid reduction code {}",
@@ -254,7 +247,7 @@ std::vector<Tensor> mse_loss_backward_backward(const BackwardContext& ctx,
 void register_loss_ops() {
   auto& R = OpRegistry::instance();
   using param::i;
-  // reduction: 0 none, 1 mean, 2 sum (parse_reduction).
+  // reduction: 0 none, 1 mean, 2 sum (Reduction::None / Mean / Sum, eager/reduction.h).
   const std::vector<ParamSpec> kClassLoss{i("ignore_index", -100), i("reduction", 1)};
   const std::vector<ParamSpec> kNllGrad{param::ints("shape"), i("ignore_index", -100),
                                         i("reduction", 1)};
@@ -336,41 +329,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return dispatch1(o, {x}, Attrs{{"dim", normalize_dim(dim, x.dim(), "log_softmax")}});
 }
 
-/// torch.nn.functional.cross_entropy with class-index targets:
-/// logits (N, C), (N, C, d1, ...) or (C); target int64 of shape (N),
-/// (N, d1, ...) or (). loss = logsumexp(logits) - logits[target] per sample;
-/// samples whose target equals ignore_index contribute 0 and are not
-/// counted. reduction "mean" divides the sum by the number of counted
-/// samples (NaN when none is), "sum" sums, "none" returns the per-sample
-/// losses (target's shape). Throws TypeError for a non-int64 target or
-/// non-floating logits, ValueError for mismatched shapes or an unknown
-/// reduction, IndexError for a target outside [0, C).
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                     std::string_view reduction) {
-  static const OpDef& o = op("cross_entropy");
-  return dispatch1(o, {logits, target},
-                   Attrs{{"ignore_index", ignore_index},
-                         {"reduction", ops::parse_reduction(reduction, "cross_entropy")}});
-}
-
-/// torch.nn.functional.nll_loss: loss = -log_probs[target] per sample.
-/// Shapes, ignore_index, reduction and errors as cross_entropy.
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,
-                std::string_view reduction) {
-  static const OpDef& o = op("nll_loss");
-  return dispatch1(o, {log_probs, target},
-                   Attrs{{"ignore_index", ignore_index},
-                         {"reduction", ops::parse_reduction(reduction, "nll_loss")}});
-}
-
-/// torch.nn.functional.mse_loss: (input - target)^2, averaged ("mean"),
-/// summed ("sum") or elementwise ("none"). input and target must have the
-/// same shape (ValueError; PyTorch would broadcast with a warning) and the
-/// same floating dtype (TypeError).
-Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction) {
-  static const OpDef& o = op("mse_loss");
-  return dispatch1(o, {input, target},
-                   Attrs{{"reduction", ops::parse_reduction(reduction, "mse_loss")}});
-}
+// cross_entropy, nll_loss and mse_loss, the public functions over these rows,
+// are in eager/ops/loss_functions.cpp with the losses composed of other rows.
 
 }  // namespace dtr

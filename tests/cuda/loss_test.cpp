@@ -117,7 +117,7 @@ TEST(CudaEmulation, SoftmaxFamilyIsTheCpusBitwise) {
 LossFn class_loss(bool entropy, const Tensor& target, int64_t ignore, const char* reduction) {
   return [=](const std::vector<Tensor>& in) {
     const Tensor t = target.to(in[0].device());
-    return entropy ? cross_entropy(in[0], t, ignore, reduction) : nll_loss(in[0], t, ignore, reduction);
+    return entropy ? cross_entropy(in[0], t, {}, reduction, ignore) : nll_loss(in[0], t, {}, reduction, ignore);
   };
 }
 
@@ -172,7 +172,7 @@ TEST(CudaEmulation, IgnoredTargetsAreTheCpusBitwise) {
                          std::string("negative ignore_index ") + reduction);
     }
   }
-  const Tensor mean = host(cross_entropy(x.to(dev()), ids({1, 1, 1, 1}, {4}).to(dev()), 1, "mean"));
+  const Tensor mean = host(cross_entropy(x.to(dev()), ids({1, 1, 1, 1}, {4}).to(dev()), {}, "mean", 1));
   EXPECT_TRUE(std::isnan(mean.item<float>()));
 }
 
@@ -193,8 +193,8 @@ TEST(CudaEmulation, OutOfRangeTargetsAreTheCpusIndexError) {
   for (const auto& [name, t] : targets) {
     const Tensor xs = slice(x, 0, 0, t.numel());
     const std::vector<std::pair<std::string, std::function<void(Device)>>> calls = {
-        {"cross_entropy", [&](Device d) { (void)cross_entropy(xs.to(d), t.to(d), -100, "mean"); }},
-        {"nll_loss", [&](Device d) { (void)nll_loss(xs.to(d), t.to(d), -100, "none"); }},
+        {"cross_entropy", [&](Device d) { (void)cross_entropy(xs.to(d), t.to(d), {}, "mean", -100); }},
+        {"nll_loss", [&](Device d) { (void)nll_loss(xs.to(d), t.to(d), {}, "none", -100); }},
         {"cross_entropy_backward",
          [&](Device d) {
            (void)dispatch1(op("cross_entropy_backward"), {ones({}).to(d), xs.to(d), t.to(d)},

@@ -81,8 +81,8 @@ TEST(Loss, CrossEntropyReductionsAndIgnoreIndex) {
   const Tensor t = targets4();
   // The mean divides by the 3 targets that are not ignored.
   EXPECT_TRUE(testing::allclose(cross_entropy(x, t), {0.970401455182259}, 1e-14, 1e-12));
-  EXPECT_TRUE(testing::allclose(cross_entropy(x, t, -100, "sum"), {2.911204365546777}, 1e-14, 1e-12));
-  const Tensor none = cross_entropy(x, t, -100, "none");
+  EXPECT_TRUE(testing::allclose(cross_entropy(x, t, {}, "sum", -100), {2.911204365546777}, 1e-14, 1e-12));
+  const Tensor none = cross_entropy(x, t, {}, "none", -100);
   EXPECT_EQ(none.shape(), (Shape{4}));
   EXPECT_TRUE(testing::allclose(none, {1.964368784107945, 0.07077421896049133, 0.0, 0.8760613624783408},
                                 1e-14, 1e-12));
@@ -111,11 +111,11 @@ TEST(Loss, CrossEntropyWithSpatialDims) {
   const Tensor x = from_vector(std::vector<double>{1.0, -1.0, 2.0, 0.5, 0.0, 0.3, 0.2, 0.4, -0.5, 1.5, 1.0, 1.0},
                                {2, 3, 2});
   const Tensor t = from_vector(std::vector<int64_t>{0, 2, 1, -1}, {2, 2});
-  const Tensor none = cross_entropy(x, t, -1, "none");
+  const Tensor none = cross_entropy(x, t, {}, "none", -1);
   EXPECT_EQ(none.shape(), (Shape{2, 2}));
   EXPECT_TRUE(testing::allclose(none, {1.4076059644443804, 0.9138616044091668, 2.0142950728206315, 0.0},
                                 1e-14, 1e-12));
-  EXPECT_TRUE(testing::allclose(cross_entropy(x, t, -1), {1.4452542138913929}, 1e-14, 1e-12));
+  EXPECT_TRUE(testing::allclose(cross_entropy(x, t, {}, Reduction::Mean, -1), {1.4452542138913929}, 1e-14, 1e-12));
   // A single sample: logits (C), target ().
   EXPECT_TRUE(testing::allclose(cross_entropy(from_vector(std::vector<double>{1.0, 2.0, 0.5}),
                                               full({}, 2, kInt64)),
@@ -125,9 +125,9 @@ TEST(Loss, CrossEntropyWithSpatialDims) {
 TEST(Loss, NllLossMatchesCrossEntropy) {
   const Tensor lp = log_softmax(logits4x3(), 1);
   EXPECT_TRUE(testing::allclose(nll_loss(lp, targets4()), {0.970401455182259}, 1e-14, 1e-12));
-  EXPECT_TRUE(testing::allclose(nll_loss(lp, targets4(), -100, "sum"), {2.911204365546777}, 1e-14, 1e-12));
+  EXPECT_TRUE(testing::allclose(nll_loss(lp, targets4(), {}, "sum", -100), {2.911204365546777}, 1e-14, 1e-12));
   const Tensor p = from_vector(std::vector<double>{-1, -2, -3, -4}, {2, 2});
-  EXPECT_TRUE(testing::allclose(nll_loss(p, from_vector(std::vector<int64_t>{1, 0}), -100, "none"), {2, 3}));
+  EXPECT_TRUE(testing::allclose(nll_loss(p, from_vector(std::vector<int64_t>{1, 0}), {}, "none", -100), {2, 3}));
 }
 
 TEST(Loss, MseLossValues) {
@@ -164,15 +164,15 @@ TEST(Loss, Gradchecks) {
   EXPECT_TRUE(testing::gradcheck([](const V& in) { return log_softmax(in[0], 1); }, {testing::leaf({2, 3, 2}, 4)}));
   const Tensor t = targets4();
   EXPECT_TRUE(testing::gradcheck([&](const V& in) { return cross_entropy(in[0], t); }, {testing::leaf({4, 3}, 5)}));
-  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return cross_entropy(in[0], t, -100, "sum"); },
+  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return cross_entropy(in[0], t, {}, "sum", -100); },
                                  {testing::leaf({4, 3}, 6)}));
-  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return cross_entropy(in[0], t, -100, "none"); },
+  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return cross_entropy(in[0], t, {}, "none", -100); },
                                  {testing::leaf({4, 3}, 7)}));
   const Tensor t3 = from_vector(std::vector<int64_t>{0, 2, 1, -1}, {2, 2});
-  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return cross_entropy(in[0], t3, -1); },
+  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return cross_entropy(in[0], t3, {}, Reduction::Mean, -1); },
                                  {testing::leaf({2, 3, 2}, 8)}));
   EXPECT_TRUE(testing::gradcheck([&](const V& in) { return nll_loss(in[0], t); }, {testing::leaf({4, 3}, 9)}));
-  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return nll_loss(in[0], t, -100, "none"); },
+  EXPECT_TRUE(testing::gradcheck([&](const V& in) { return nll_loss(in[0], t, {}, "none", -100); },
                                  {testing::leaf({4, 3}, 10)}));
   EXPECT_TRUE(testing::gradcheck([](const V& in) { return mse_loss(in[0], in[1]); },
                                  {testing::leaf({2, 3}, 11), testing::leaf({2, 3}, 12)}));

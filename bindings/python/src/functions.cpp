@@ -328,10 +328,15 @@ void bind_functions(nb::module_& m) {
         "input"_a, "dim"_a);
   m.def("log_softmax", [](T x, int64_t d) { return release_if_large(x.numel(), [&] { return log_softmax(x, d); }); },
         "input"_a, "dim"_a);
-  m.def("cross_entropy", [](T x, T t, int64_t ig, std::string_view r) { return cross_entropy(x, t, ig, r); },
-        "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean", nogil);
-  m.def("nll_loss", [](T x, T t, int64_t ig, std::string_view r) { return nll_loss(x, t, ig, r); },
-        "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean");
+  m.def("cross_entropy",
+        [=](T x, T t, int64_t ig, std::string_view r, const OT& w, double ls) {
+          return cross_entropy(x, t, undef(w), r, ig, ls);
+        },
+        "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean",
+        "weight"_a = nb::none(), "label_smoothing"_a = 0.0, nogil);
+  m.def("nll_loss",
+        [=](T x, T t, int64_t ig, std::string_view r, const OT& w) { return nll_loss(x, t, undef(w), r, ig); },
+        "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean", "weight"_a = nb::none());
   m.def("mse_loss", [](T x, T t, std::string_view r) { return mse_loss(x, t, r); }, "input"_a,
         "target"_a, "reduction"_a = "mean");
   m.def("layer_norm", [=](T x, nb::handle shape, const OT& w, const OT& b, double eps) {

@@ -133,9 +133,11 @@ struct IdxFile {
 };
 
 /// Reads the unsigned-byte IDX file at `path` (plain, or gzip-compressed:
-/// zlib reads both), requiring `ndims` dimensions (magic 0x0000080N). Throws
-/// ValueError naming the path for a missing or unreadable file, a wrong
-/// magic number, or fewer data bytes than the header's dimensions need.
-IdxFile read_idx_ubyte(const std::string& path, int ndims);
+/// zlib reads both), requiring `ndims` dimensions (magic 0x0000080N), and
+/// keeping only its first `limit` items along dimension 0 (0: all; dims[0]
+/// says how many were kept). Throws ValueError naming the path for a missing
+/// or unreadable file, a wrong magic number, or fewer data bytes than the
+/// header's dimensions need.
+IdxFile read_idx_ubyte(const std::string& path, int ndims, int64_t limit = 0);
 
 }  // namespace dtr::data::datasets

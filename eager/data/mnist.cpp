@@ -23,13 +23,13 @@ class GzReader {
  public:
   explicit GzReader(const std::string& path) : path_(path) {
     std::error_code ec;
-    DTR_CHECK(!std::filesystem::is_directory(path, ec), ValueError, "MNIST: '{}' is a directory, not an IDX file",
+    DTR_CHECK(!std::filesystem::is_directory(path, ec), ValueError, "'{}' is a directory, not an IDX file",
               path);
     errno = 0;
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) {
       const int err = errno;
-      throw ValueError(fmt::format("MNIST: cannot open '{}': {}", path,
+      throw ValueError(fmt::format("cannot open '{}': {}", path,
                                    err != 0 ? std::strerror(err) : "zlib could not allocate its state"));
     }
   }
@@ -47,12 +47,12 @@ class GzReader {
       if (r < 0) {
         int code = 0;
         const char* message = gzerror(file_, &code);
-        throw ValueError(fmt::format("MNIST: '{}': cannot read {}: {} (corrupt file?)", path_, what, message));
+        throw ValueError(fmt::format("'{}': cannot read {}: {} (corrupt file?)", path_, what, message));
       }
       if (r == 0) break;
       got += size_t(r);
     }
-    DTR_CHECK(got == n, ValueError, "MNIST: '{}' is truncated: {} needs {} bytes, the file has {} more", path_,
+    DTR_CHECK(got == n, ValueError, "'{}' is truncated: {} needs {} bytes, the file has {} more", path_,
               what, n, got);
   }
 
@@ -83,15 +83,17 @@ constexpr int64_t kRows = 28, kCols = 28;
 
 }  // namespace
 
-IdxFile read_idx_ubyte(const std::string& path, int ndims) {
+IdxFile read_idx_ubyte(const std::string& path, int ndims, int64_t limit) {
+  DTR_CHECK(ndims >= 1 && ndims <= 255, ValueError, "read_idx_ubyte: ndims must be in [1, 255], got {}", ndims);
+  DTR_CHECK(limit >= 0, ValueError, "read_idx_ubyte: limit must be non-negative, got {}", limit);
   GzReader f(path);
   unsigned char header[4];
   f.read(header, 4, "the magic number");
   const uint32_t magic = big_endian(header);
   const uint32_t expected = 0x0800u | uint32_t(ndims);
   DTR_CHECK(magic == expected, ValueError,
-            "MNIST: '{}' has magic number {} (0x{:08x}), expected {} (0x{:08x}): not an IDX file of unsigned "
-            "bytes with {} dimension(s)",
+            "'{}' has magic number {} (0x{:08x}), expected {} (0x{:08x}): not an IDX file of unsigned "
+            "bytes with {} dimensions",
             path, magic, magic, expected, expected, ndims);
   IdxFile idx;
   size_t total = 1;
@@ -100,10 +102,14 @@ IdxFile read_idx_ubyte(const std::string& path, int ndims) {
     const uint32_t n = big_endian(header);
     // 2^31 bytes is far past any IDX file; the check keeps a corrupt header
     // from asking for an absurd allocation.
-    DTR_CHECK(total * n < (size_t(1) << 31), ValueError, "MNIST: '{}': dimension {} is {}, too large for an IDX file",
+    DTR_CHECK(total * n < (size_t(1) << 31), ValueError, "'{}': dimension {} is {}, too large for an IDX file",
               path, d, n);
     idx.dims.push_back(int64_t(n));
     total *= n;
+  }
+  if (limit > 0 && limit < idx.dims[0]) {
+    total = total / size_t(idx.dims[0]) * size_t(limit);
+    idx.dims[0] = limit;
   }
   idx.bytes.resize(total);
   f.read(idx.bytes.data(), total, fmt::format("the data of shape {}", shape_str(idx.dims)));

@@ -136,6 +136,20 @@ TEST(DataMnist, ReadsUncompressedFiles) {
   EXPECT_FLOAT_EQ(m.images()[0][0][9][3].item<float>(), float((9 * 28 + 3) % 256) / 255.0f);
 }
 
+TEST(DataMnist, ReadIdxKeepsTheFirstItemsUpToALimit) {
+  TempDir dir;
+  write_small_split(dir, "train");
+  const data::datasets::IdxFile two = data::datasets::read_idx_ubyte(dir.file("train-images-idx3-ubyte"), 3, 2);
+  EXPECT_EQ(two.dims, (std::vector<int64_t>{2, 28, 28}));
+  ASSERT_EQ(two.bytes.size(), 2u * 784u);
+  EXPECT_EQ(two.bytes[784], 40);
+  EXPECT_EQ(data::datasets::read_idx_ubyte(dir.file("train-labels-idx1-ubyte"), 1, 10).bytes,
+            (std::vector<unsigned char>{4, 7, 1}));
+  EXPECT_TRUE(throws_with<ValueError>(
+      [&] { data::datasets::read_idx_ubyte(dir.file("train-labels-idx1-ubyte"), 1, -1); }, {"limit"}));
+  EXPECT_TRUE(throws_with<ValueError>([&] { data::datasets::read_idx_ubyte(dir.str(), 1); }, {"directory"}));
+}
+
 TEST(DataMnist, MissingFilesNameBothForms) {
   TempDir dir;
   EXPECT_TRUE(throws_with<ValueError>([&] { MNIST m(dir.str()); },

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,28 +25,121 @@ Tensor scalar_tensor(T value) {
 }
 }  // namespace
 
+// ---- parameter groups -------------------------------------------------------------
+
+OptimizerParamGroup& OptimizerParamGroup::operator=(const OptimizerParamGroup& other) {
+  if (this != &other) {
+    params_ = other.params_;
+    options_ = other.options_ ? other.options_->clone() : nullptr;
+  }
+  return *this;
+}
+
+OptimizerOptions& OptimizerParamGroup::options() {
+  DTR_CHECK(options_ != nullptr, ValueError,
+            "OptimizerParamGroup: this group has no options (it gets the optimizer's defaults when added)");
+  return *options_;
+}
+
+const OptimizerOptions& OptimizerParamGroup::options() const {
+  return const_cast<OptimizerParamGroup*>(this)->options();
+}
+
 // ---- Optimizer ------------------------------------------------------------------
 
-Optimizer::Optimizer(std::vector<Tensor> params, std::string name)
-    : name_(std::move(name)), params_(std::move(params)) {
+Optimizer::Optimizer(std::vector<OptimizerParamGroup> param_groups, std::unique_ptr<OptimizerOptions> defaults,
+                     std::string name)
+    : name_(std::move(name)), defaults_(std::move(defaults)) {
+  for (OptimizerParamGroup& g : param_groups) append_group(std::move(g));
   DTR_CHECK(!params_.empty(), ValueError, "{}: optimizer got an empty parameter list", name_);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
+}
+
+void Optimizer::append_group(OptimizerParamGroup group) {
+  const std::vector<Tensor>& ps = group.params();
+  for (size_t k = 0; k < ps.size(); ++k) {
+    const Tensor& p = ps[k];
+    const size_t i = params_.size() + k;  // its number once added
     DTR_CHECK(p.defined(), ValueError, "{}: parameter {} is undefined", name_, i);
     DTR_CHECK(p.is_leaf() && p.requires_grad(), ValueError,
               "{}: can't optimize a non-leaf Tensor or one that does not require grad (parameter "
               "{}, shape {})",
               name_, i, shape_str(p.shape()));
     for (size_t j = 0; j < i; ++j) {
-      DTR_CHECK(params_[j].impl() != p.impl(), ValueError,
-                "{}: parameter {} appears more than once (also at {})", name_, i, j);
+      const Tensor& q = j < params_.size() ? params_[j] : ps[j - params_.size()];
+      DTR_CHECK(q.impl() != p.impl(), ValueError,
+                "{}: parameter {} appears more than once (also at {}; some parameters appear in more than one "
+                "parameter group, or twice in one)",
+                name_, i, j);
     }
   }
-  state_.resize(params_.size());
+  if (!group.has_options()) group.set_options(defaults_->clone());
+  for (const Tensor& p : ps) {
+    params_.push_back(p);
+    group_of_.push_back(groups_.size());
+    state_.emplace_back();
+  }
+  groups_.push_back(std::move(group));
 }
 
-void Optimizer::zero_grad() {
-  for (Tensor& p : params_) p.set_grad(Tensor());
+void Optimizer::init(bool zero_redundancy, std::shared_ptr<distributed::ProcessGroup> group) {
+  check_options(*defaults_);
+  for (const OptimizerParamGroup& g : groups_) check_options(g.options());
+  shard_state(zero_redundancy, std::move(group));
+}
+
+void Optimizer::check_groups_unchanged() const {
+  size_t i = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::vector<Tensor>& ps = groups_[g].params();
+    bool same = i + ps.size() <= params_.size();
+    for (size_t k = 0; same && k < ps.size(); ++k) same = ps[k].impl() == params_[i + k].impl() && group_of_[i + k] == g;
+    DTR_CHECK(same, ValueError,
+              "{}: the parameter list of group {} was changed after it was added; add parameters with "
+              "add_param_group",
+              name_, g);
+    i += ps.size();
+  }
+  DTR_CHECK(i == params_.size(), ValueError,
+            "{}: the parameter lists of the groups were changed after they were added; add parameters with "
+            "add_param_group",
+            name_);
+}
+
+double Optimizer::lr() const { return groups_.at(0).options().get_lr(); }
+
+void Optimizer::set_lr(double lr) {
+  for (OptimizerParamGroup& g : groups_) g.options().set_lr(lr);
+}
+
+std::vector<std::pair<std::string, double>> Optimizer::group_hyperparameters(size_t g) const {
+  DTR_CHECK(g < groups_.size(), IndexError, "{}: parameter group {} out of range (the optimizer has {})", name_,
+            g, groups_.size());
+  return hyperparameters(groups_[g].options());
+}
+
+void Optimizer::set_group_hyperparameters(size_t g, const std::vector<std::pair<std::string, double>>& values) {
+  DTR_CHECK(g < groups_.size(), IndexError, "{}: parameter group {} out of range (the optimizer has {})", name_,
+            g, groups_.size());
+  // Tried on a copy first, so references to the group's options stay valid
+  // and a refused value changes nothing.
+  std::unique_ptr<OptimizerOptions> next = groups_[g].options().clone();
+  for (const auto& [name, value] : values) {
+    DTR_CHECK(set_hyperparameter(*next, name, value), ValueError, "{}: no hyperparameter '{}' (group {})", name_,
+              name, g);
+  }
+  check_options(*next);
+  for (const auto& [name, value] : values) set_hyperparameter(groups_[g].options(), name, value);
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (Tensor& p : params_) {
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else if (Tensor g = p.grad(); g.defined()) {
+      NoGradGuard no_grad;
+      g.zero_();
+    }
+  }
 }
 
 Optimizer::~Optimizer() = default;
@@ -69,6 +164,29 @@ struct Optimizer::Sharding {
   /// shard; begin == end when it has none.
   std::vector<std::pair<int64_t, int64_t>> local;
 };
+
+void Optimizer::add_param_group(const OptimizerParamGroup& param_group) {
+  if (param_group.has_options()) check_options(param_group.options());
+  bool stateful = false;
+  for (const ParamState& s : state_) stateful = stateful || s.step > 0 || !s.buffer_names.empty();
+  DTR_CHECK(sharding_ == nullptr || !stateful, ValueError,
+            "{}.add_param_group: the state is sharded (zero_redundancy) and the optimizer already holds state; "
+            "add every group before the first step",
+            name_);
+  const size_t groups = groups_.size(), params = params_.size();
+  append_group(param_group);
+  if (sharding_ != nullptr) {
+    try {
+      shard_state(true, sharding_->group);  // recut over every parameter
+    } catch (...) {
+      groups_.erase(groups_.begin() + std::ptrdiff_t(groups), groups_.end());
+      params_.resize(params);
+      group_of_.resize(params);
+      state_.resize(params);
+      throw;
+    }
+  }
+}
 
 bool Optimizer::has_buffer(const ParamState& s, const std::string& name) {
   return std::find(s.buffer_names.begin(), s.buffer_names.end(), name) != s.buffer_names.end();
@@ -301,30 +419,38 @@ void Optimizer::gather(const std::string& name, int to, StateDict* out) {
   }
 }
 
-void Optimizer::step() {
-  check_hyperparameters();
+Tensor Optimizer::step(LossClosure closure) {
+  Tensor loss;
+  if (closure) {
+    GradModeGuard grad_on(true);
+    loss = closure();
+  }
+  check_groups_unchanged();
+  for (const OptimizerParamGroup& group : groups_) check_options(group.options());
   NoGradGuard no_grad;
   if (sharding_ == nullptr) {
     for (size_t i = 0; i < params_.size(); ++i) {
       const Tensor g = params_[i].grad();
-      if (g.defined()) update(state_[i], params_[i], g);
+      if (g.defined()) update(state_[i], params_[i], g, groups_[group_of_[i]].options());
     }
-    return;
+    return loss;
   }
   consolidated_.reset();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
+    const OptimizerOptions& options = groups_[group_of_[i]].options();
     const auto [begin, end] = sharding_->local[i];
     if (begin == end) {
       Tensor none;
-      update(state_[i], none, Tensor());
+      update(state_[i], none, Tensor(), options);
       continue;
     }
     Tensor piece = params_[i].reshape({-1}).slice(0, begin, end);
-    update(state_[i], piece, g.reshape({-1}).slice(0, begin, end));
+    update(state_[i], piece, g.reshape({-1}).slice(0, begin, end), options);
   }
   gather("", 0, nullptr);
+  return loss;
 }
 
 void Optimizer::consolidate_state_dict(int to) {
@@ -358,8 +484,14 @@ StateDict Optimizer::layout(const std::function<Tensor(size_t, const std::string
     }
     for (const std::string& name : s.buffer_names) out.insert(fmt::format("state.{}.{}", i, name), buffer(i, name));
   }
-  for (const auto& [name, value] : hyperparameters()) {
-    out.insert("param_groups.0." + name, scalar_tensor<double>(value));
+  int64_t first = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (const auto& [name, value] : hyperparameters(groups_[g].options())) {
+      out.insert(fmt::format("param_groups.{}.{}", g, name), scalar_tensor<double>(value));
+    }
+    const int64_t n = int64_t(groups_[g].params().size());
+    out.insert(fmt::format("param_groups.{}.params", g), arange(first, first + n, 1, TensorOptions(kInt64)));
+    first += n;
   }
   return out;
 }
@@ -376,62 +508,115 @@ StateDict Optimizer::state_dict() const {
   return *consolidated_;
 }
 
+namespace {
+/// The number in "<prefix><number>.<rest>" and the offset of <rest>, or
+/// nullopt when `key` has no such form.
+std::optional<std::pair<size_t, size_t>> numbered(const std::string& key, std::string_view prefix) {
+  if (!key.starts_with(prefix)) return std::nullopt;
+  const size_t pos = prefix.size(), dot = key.find('.', pos);
+  if (dot == std::string::npos || dot == pos || dot + 1 >= key.size() || dot - pos > 9) return std::nullopt;
+  for (size_t c = pos; c < dot; ++c) {
+    if (!std::isdigit(static_cast<unsigned char>(key[c]))) return std::nullopt;
+  }
+  return std::make_pair(size_t(std::stoul(key.substr(pos, dot - pos))), dot + 1);
+}
+}  // namespace
+
 void Optimizer::load_state_dict(const StateDict& state) {
   // Validate everything first so a bad dict leaves the optimizer untouched.
-  std::vector<ParamState> next(params_.size());
-  std::map<std::string, double> hp;
+  std::map<size_t, std::map<std::string, double>> hp;  // per saved group
+  std::map<size_t, std::vector<int64_t>> saved_params;  // per saved group: its "params" list
+  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> saved_state;  // per saved parameter number, in order
   for (const auto& [key, t] : state) {
     DTR_CHECK(t.defined(), ValueError, "{}.load_state_dict: entry '{}' is undefined", name_, key);
-    if (key.starts_with("param_groups.0.")) {
+    if (const auto group = numbered(key, "param_groups.")) {
+      const std::string name = key.substr(group->second);
+      if (name == "params") {
+        DTR_CHECK(t.dim() == 1 && !t.is_floating_point(), ValueError,
+                  "{}.load_state_dict: '{}' must be a 1-D integer tensor of parameter numbers, got {} of shape {}",
+                  name_, key, dtype_name(t.dtype()), shape_str(t.shape()));
+        saved_params[group->first] = t.to(kCPU).to(kInt64).to_vector<int64_t>();
+        continue;
+      }
       DTR_CHECK(t.numel() == 1, ValueError,
-                "{}.load_state_dict: hyperparameter '{}' must hold one value, got shape {}", name_,
-                key, shape_str(t.shape()));
-      hp[key.substr(15)] = t.item<double>();
+                "{}.load_state_dict: hyperparameter '{}' must hold one value, got shape {}", name_, key,
+                shape_str(t.shape()));
+      hp[group->first][name] = t.item<double>();
       continue;
     }
-    // "state.<i>.<name>"
-    size_t i = 0, pos = 6, dot = std::string::npos;
-    bool ok = key.starts_with("state.");
-    if (ok) {
-      dot = key.find('.', pos);
-      ok = dot != std::string::npos && dot > pos && dot + 1 < key.size();
-      for (size_t c = pos; ok && c < dot; ++c) ok = std::isdigit(static_cast<unsigned char>(key[c]));
-      if (ok) i = std::stoul(key.substr(pos, dot - pos));
+    const auto param = numbered(key, "state.");
+    DTR_CHECK(param.has_value(), ValueError, "{}.load_state_dict: unexpected key '{}'", name_, key);
+    saved_state[param->first].emplace_back(key.substr(param->second), t);
+  }
+  // Groups: as many as this optimizer's, numbered 0.., each naming as many
+  // parameters as this optimizer's group of the same number.
+  std::set<size_t> saved_groups;
+  for (const auto& [g, values] : hp) saved_groups.insert(g);
+  for (const auto& [g, list] : saved_params) saved_groups.insert(g);
+  DTR_CHECK(saved_groups.size() == groups_.size() && (saved_groups.empty() || *saved_groups.rbegin() + 1 == groups_.size()),
+            ValueError, "{}.load_state_dict: loaded state dict has {} parameter groups (numbered {}); the optimizer has {}",
+            name_, saved_groups.size(), fmt::join(saved_groups, ", "), groups_.size());
+  std::map<int64_t, size_t> id_map;  // saved parameter number → this optimizer's
+  if (saved_params.empty() && groups_.size() == 1) {
+    for (size_t i = 0; i < params_.size(); ++i) id_map[int64_t(i)] = i;  // the one-group form
+  } else {
+    size_t i = 0;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const auto list = saved_params.find(g);
+      DTR_CHECK(list != saved_params.end(), ValueError, "{}.load_state_dict: missing key 'param_groups.{}.params'",
+                name_, g);
+      DTR_CHECK(list->second.size() == groups_[g].params().size(), ValueError,
+                "{}.load_state_dict: loaded state dict contains a parameter group that doesn't match the size of "
+                "optimizer's group: group {} has {} parameters, the loaded one {}",
+                name_, g, groups_[g].params().size(), list->second.size());
+      for (int64_t id : list->second) id_map.emplace(id, i++);
     }
-    DTR_CHECK(ok, ValueError, "{}.load_state_dict: unexpected key '{}'", name_, key);
-    DTR_CHECK(i < params_.size(), ValueError,
-              "{}.load_state_dict: key '{}' names parameter {} but the optimizer has {} parameters",
-              name_, key, i, params_.size());
-    const std::string name = key.substr(dot + 1);
-    if (name == "step") {
-      DTR_CHECK(counts_steps() && t.numel() == 1 && !t.is_floating_point(), ValueError,
-                "{}.load_state_dict: unexpected step entry '{}' ({})", name_, key, t.str());
-      next[i].step = t.item<int64_t>();
-      continue;
+  }
+  std::vector<ParamState> next(params_.size());
+  for (const auto& [id, buffers] : saved_state) {
+    const auto found = id_map.find(int64_t(id));
+    DTR_CHECK(found != id_map.end(), ValueError,
+              "{}.load_state_dict: key 'state.{}.{}' names parameter {} but no group of the loaded state dict "
+              "lists it (the optimizer has {} parameters)",
+              name_, id, buffers.begin()->first, id, params_.size());
+    const size_t i = found->second;
+    for (const auto& [name, t] : buffers) {
+      const std::string key = fmt::format("state.{}.{}", id, name);
+      if (name == "step") {
+        DTR_CHECK(counts_steps() && t.numel() == 1 && !t.is_floating_point(), ValueError,
+                  "{}.load_state_dict: unexpected step entry '{}' ({})", name_, key, t.str());
+        next[i].step = t.item<int64_t>();
+        continue;
+      }
+      DTR_CHECK(t.shape() == params_[i].shape(), ValueError,
+                "{}.load_state_dict: '{}' has shape {} but parameter {} has shape {}", name_, key,
+                shape_str(t.shape()), i, shape_str(params_[i].shape()));
+      next[i].buffers.insert(name, t);
     }
-    DTR_CHECK(t.shape() == params_[i].shape(), ValueError,
-              "{}.load_state_dict: '{}' has shape {} but parameter {} has shape {}", name_, key,
-              shape_str(t.shape()), i, shape_str(params_[i].shape()));
-    next[i].buffers.insert(name, t);
   }
-  const auto own = hyperparameters();
-  for (const auto& [name, value] : own) {
-    DTR_CHECK(hp.count(name), ValueError, "{}.load_state_dict: missing key 'param_groups.0.{}'",
-              name_, name);
+  // Hyperparameters: every one of each group, no other, values the
+  // optimizer accepts (tried on copies of the options).
+  std::vector<std::unique_ptr<OptimizerOptions>> options;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto own = hyperparameters(groups_[g].options());
+    const std::map<std::string, double>& values = hp[g];
+    for (const auto& [name, value] : own) {
+      DTR_CHECK(values.count(name), ValueError, "{}.load_state_dict: missing key 'param_groups.{}.{}'", name_, g,
+                name);
+    }
+    options.push_back(groups_[g].options().clone());
+    for (const auto& [name, value] : values) {
+      bool known = false;
+      for (const auto& [n, v] : own) known = known || n == name;
+      DTR_CHECK(known, ValueError, "{}.load_state_dict: unexpected key 'param_groups.{}.{}'", name_, g, name);
+      set_hyperparameter(*options.back(), name, value);
+    }
+    check_options(*options.back());
   }
-  for (const auto& [name, value] : hp) {
-    bool known = false;
-    for (const auto& [n, v] : own) known = known || n == name;
-    DTR_CHECK(known, ValueError, "{}.load_state_dict: unexpected key 'param_groups.0.{}'", name_, name);
-  }
-  // Apply: hyperparameters (validated by the subclass), then copies of the buffers.
-  const auto before = own;
-  try {
-    for (const auto& [name, value] : hp) set_hyperparameter(name, value);
-    check_hyperparameters();
-  } catch (...) {
-    for (const auto& [name, value] : before) set_hyperparameter(name, value);
-    throw;
+  // Apply: hyperparameters (into the groups' own options, so references to
+  // them stay valid), then copies of the buffers.
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (const auto& [name, value] : hp[g]) set_hyperparameter(groups_[g].options(), name, value);
   }
   NoGradGuard no_grad;
   consolidated_.reset();
@@ -463,29 +648,39 @@ namespace {
 void check_range(bool ok, const std::string& opt, const char* what, double v) {
   DTR_CHECK(ok, ValueError, "{}: invalid {} value: {}", opt, what, v);
 }
+
+/// `options` as the optimizer's options type O, or TypeError.
+template <typename O>
+const O& options_as(const OptimizerOptions& options, const std::string& optimizer, const char* expected) {
+  const O* o = dynamic_cast<const O*>(&options);
+  DTR_CHECK(o != nullptr, TypeError, "{}: a parameter group's options are not {} (the options type of {})",
+            optimizer, expected, optimizer);
+  return *o;
+}
 }  // namespace
 
 // ---- SGD ------------------------------------------------------------------------
 
-namespace {
-void validate(const SGDOptions& o) {
-  check_range(o.lr() >= 0, "SGD", "learning rate", o.lr());
-  check_range(o.momentum() >= 0, "SGD", "momentum", o.momentum());
-  check_range(o.weight_decay() >= 0, "SGD", "weight_decay", o.weight_decay());
+SGD::SGD(std::vector<OptimizerParamGroup> param_groups, SGDOptions defaults)
+    : Optimizer(std::move(param_groups), std::make_unique<SGDOptions>(defaults), "SGD") {
+  init(defaults.zero_redundancy(), defaults.process_group());
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions defaults)
+    : SGD(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
+
+void SGD::check_options(const OptimizerOptions& options) const {
+  const SGDOptions& o = options_as<SGDOptions>(options, name_, "SGDOptions");
+  check_range(o.lr() >= 0, name_, "learning rate", o.lr());
+  check_range(o.momentum() >= 0, name_, "momentum", o.momentum());
+  check_range(o.weight_decay() >= 0, name_, "weight_decay", o.weight_decay());
   DTR_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0), ValueError,
             "SGD: Nesterov momentum requires a momentum and zero dampening (momentum {}, dampening {})",
             o.momentum(), o.dampening());
 }
-}  // namespace
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : Optimizer(std::move(params), "SGD"), options_(options) {
-  validate(options_);
-  shard_state(options_.zero_redundancy(), options_.process_group());
-}
-
-void SGD::update(ParamState& s, Tensor& p, const Tensor& g) {
-  const SGDOptions& o = options_;
+void SGD::update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) {
+  const auto& o = static_cast<const SGDOptions&>(options);
   const bool local = p.defined();  // false: this parameter's elements live on other ranks
   if (!local) {
     if (o.momentum() != 0) add_buffer(s, "momentum_buffer", Tensor());
@@ -508,45 +703,70 @@ void SGD::update(ParamState& s, Tensor& p, const Tensor& g) {
   p.add_(d, -o.lr());
 }
 
-std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
-  return {{"lr", options_.lr()},
-          {"momentum", options_.momentum()},
-          {"dampening", options_.dampening()},
-          {"weight_decay", options_.weight_decay()},
-          {"nesterov", options_.nesterov() ? 1.0 : 0.0}};
+std::vector<std::pair<std::string, double>> SGD::hyperparameters(const OptimizerOptions& options) const {
+  const auto& o = static_cast<const SGDOptions&>(options);
+  return {{"lr", o.lr()},
+          {"momentum", o.momentum()},
+          {"dampening", o.dampening()},
+          {"weight_decay", o.weight_decay()},
+          {"nesterov", o.nesterov() ? 1.0 : 0.0}};
 }
 
-void SGD::set_hyperparameter(const std::string& name, double v) {
-  if (name == "lr") options_.lr(v);
-  else if (name == "momentum") options_.momentum(v);
-  else if (name == "dampening") options_.dampening(v);
-  else if (name == "weight_decay") options_.weight_decay(v);
-  else if (name == "nesterov") options_.nesterov(v != 0);
+bool SGD::set_hyperparameter(OptimizerOptions& options, const std::string& name, double v) const {
+  auto& o = static_cast<SGDOptions&>(options);
+  if (name == "lr") o.lr(v);
+  else if (name == "momentum") o.momentum(v);
+  else if (name == "dampening") o.dampening(v);
+  else if (name == "weight_decay") o.weight_decay(v);
+  else if (name == "nesterov") o.nesterov(v != 0);
+  else return false;
+  return true;
 }
 
-void SGD::check_hyperparameters() const { validate(options_); }
-
-// ---- AdamW ----------------------------------------------------------------------
+// ---- Adam and AdamW ------------------------------------------------------------------
 
 namespace {
-void validate(const AdamWOptions& o) {
+
+/// Adam's and AdamW's options checks (the two types have the same fields).
+template <typename O>
+void check_adam(const O& o, const std::string& optimizer) {
   const auto [beta1, beta2] = o.betas();
-  check_range(o.lr() >= 0, "AdamW", "learning rate", o.lr());
-  check_range(o.eps() >= 0, "AdamW", "epsilon", o.eps());
-  check_range(beta1 >= 0 && beta1 < 1, "AdamW", "beta parameter at index 0", beta1);
-  check_range(beta2 >= 0 && beta2 < 1, "AdamW", "beta parameter at index 1", beta2);
-  check_range(o.weight_decay() >= 0, "AdamW", "weight_decay", o.weight_decay());
+  check_range(o.lr() >= 0, optimizer, "learning rate", o.lr());
+  check_range(o.eps() >= 0, optimizer, "epsilon", o.eps());
+  check_range(beta1 >= 0 && beta1 < 1, optimizer, "beta parameter at index 0", beta1);
+  check_range(beta2 >= 0 && beta2 < 1, optimizer, "beta parameter at index 1", beta2);
+  check_range(o.weight_decay() >= 0, optimizer, "weight_decay", o.weight_decay());
 }
+
+template <typename O>
+std::vector<std::pair<std::string, double>> adam_hyperparameters(const O& o) {
+  return {{"lr", o.lr()},
+          {"beta1", std::get<0>(o.betas())},
+          {"beta2", std::get<1>(o.betas())},
+          {"eps", o.eps()},
+          {"weight_decay", o.weight_decay()},
+          {"amsgrad", o.amsgrad() ? 1.0 : 0.0}};
+}
+
+template <typename O>
+bool set_adam_hyperparameter(O& o, const std::string& name, double v) {
+  if (name == "lr") o.lr(v);
+  else if (name == "beta1") std::get<0>(o.betas()) = v;
+  else if (name == "beta2") std::get<1>(o.betas()) = v;
+  else if (name == "eps") o.eps(v);
+  else if (name == "weight_decay") o.weight_decay(v);
+  else if (name == "amsgrad") o.amsgrad(v != 0);
+  else return false;
+  return true;
+}
+
 }  // namespace
 
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : Optimizer(std::move(params), "AdamW"), options_(options) {
-  validate(options_);
-  shard_state(options_.zero_redundancy(), options_.process_group());
-}
-
-void AdamW::update(ParamState& s, Tensor& p, const Tensor& g) {
-  const AdamWOptions& o = options_;
+/// One step of Adam (decoupled = false: the weight decay is added to the
+/// gradient) or AdamW (decoupled = true: the parameter is shrunk), as
+/// torch.optim's single-tensor forms.
+template <typename O>
+void Optimizer::adam_update(ParamState& s, Tensor& p, const Tensor& grad, const O& o, bool decoupled) {
   const auto [beta1, beta2] = o.betas();
   const bool local = p.defined();  // false: this parameter's elements live on other ranks
   if (!has_buffer(s, "exp_avg")) {
@@ -561,7 +781,12 @@ void AdamW::update(ParamState& s, Tensor& p, const Tensor& g) {
   Tensor exp_avg = s.buffers.at("exp_avg");
   Tensor exp_avg_sq = s.buffers.at("exp_avg_sq");
 
-  p.mul_(1.0 - o.lr() * o.weight_decay());  // decoupled weight decay
+  Tensor g = grad;
+  if (decoupled) {
+    p.mul_(1.0 - o.lr() * o.weight_decay());
+  } else if (o.weight_decay() != 0) {
+    g = add(g, p, o.weight_decay());  // L2: part of the gradient
+  }
   exp_avg.mul_(beta1).add_(g, 1.0 - beta1);
   exp_avg_sq.mul_(beta2).add_(mul(g, g), 1.0 - beta2);
 
@@ -580,32 +805,69 @@ void AdamW::update(ParamState& s, Tensor& p, const Tensor& g) {
   p.add_(div(exp_avg, denom), -step_size);
 }
 
-std::vector<std::pair<std::string, double>> AdamW::hyperparameters() const {
-  return {{"lr", options_.lr()},       {"beta1", std::get<0>(options_.betas())},
-          {"beta2", std::get<1>(options_.betas())}, {"eps", options_.eps()},
-          {"weight_decay", options_.weight_decay()}, {"amsgrad", options_.amsgrad() ? 1.0 : 0.0}};
+Adam::Adam(std::vector<OptimizerParamGroup> param_groups, AdamOptions defaults)
+    : Optimizer(std::move(param_groups), std::make_unique<AdamOptions>(defaults), "Adam") {
+  init(defaults.zero_redundancy(), defaults.process_group());
 }
 
-void AdamW::set_hyperparameter(const std::string& name, double v) {
-  if (name == "lr") options_.lr(v);
-  else if (name == "beta1") std::get<0>(options_.betas()) = v;
-  else if (name == "beta2") std::get<1>(options_.betas()) = v;
-  else if (name == "eps") options_.eps(v);
-  else if (name == "weight_decay") options_.weight_decay(v);
-  else if (name == "amsgrad") options_.amsgrad(v != 0);
+Adam::Adam(std::vector<Tensor> params, AdamOptions defaults)
+    : Adam(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
+
+void Adam::check_options(const OptimizerOptions& options) const {
+  check_adam(options_as<AdamOptions>(options, name_, "AdamOptions"), name_);
 }
 
-void AdamW::check_hyperparameters() const { validate(options_); }
+void Adam::update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) {
+  adam_update(s, p, g, static_cast<const AdamOptions&>(options), /*decoupled=*/false);
+}
+
+std::vector<std::pair<std::string, double>> Adam::hyperparameters(const OptimizerOptions& options) const {
+  return adam_hyperparameters(static_cast<const AdamOptions&>(options));
+}
+
+bool Adam::set_hyperparameter(OptimizerOptions& options, const std::string& name, double v) const {
+  return set_adam_hyperparameter(static_cast<AdamOptions&>(options), name, v);
+}
+
+AdamW::AdamW(std::vector<OptimizerParamGroup> param_groups, AdamWOptions defaults)
+    : Optimizer(std::move(param_groups), std::make_unique<AdamWOptions>(defaults), "AdamW") {
+  init(defaults.zero_redundancy(), defaults.process_group());
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions defaults)
+    : AdamW(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
+
+void AdamW::check_options(const OptimizerOptions& options) const {
+  check_adam(options_as<AdamWOptions>(options, name_, "AdamWOptions"), name_);
+}
+
+void AdamW::update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) {
+  adam_update(s, p, g, static_cast<const AdamWOptions&>(options), /*decoupled=*/true);
+}
+
+std::vector<std::pair<std::string, double>> AdamW::hyperparameters(const OptimizerOptions& options) const {
+  return adam_hyperparameters(static_cast<const AdamWOptions&>(options));
+}
+
+bool AdamW::set_hyperparameter(OptimizerOptions& options, const std::string& name, double v) const {
+  return set_adam_hyperparameter(static_cast<AdamWOptions&>(options), name, v);
+}
 
 // ---- learning-rate schedulers ------------------------------------------------------
 
-LRScheduler::LRScheduler(Optimizer& optimizer)
-    : optimizer_(optimizer), base_lr_(optimizer.lr()), last_lr_(optimizer.lr()) {}
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
+  for (const OptimizerParamGroup& g : optimizer.param_groups()) base_lrs_.push_back(g.options().get_lr());
+  last_lrs_ = base_lrs_;
+}
 
 void LRScheduler::step() {
   last_epoch_ += 1;
-  last_lr_ = get_lr();
-  optimizer_.set_lr(last_lr_);
+  std::vector<OptimizerParamGroup>& groups = optimizer_.param_groups();
+  const size_t n = std::min(groups.size(), base_lrs_.size());
+  std::vector<double> lrs(n);
+  for (size_t g = 0; g < n; ++g) lrs[g] = get_lr(groups[g].options().get_lr(), base_lrs_[g]);
+  for (size_t g = 0; g < n; ++g) groups[g].options().set_lr(lrs[g]);
+  last_lrs_ = std::move(lrs);
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
@@ -614,8 +876,7 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
   initial_step();
 }
 
-double StepLR::get_lr() const {
-  const double lr = optimizer_.lr();
+double StepLR::get_lr(double lr, double) const {
   if (last_epoch() == 0 || last_epoch() % step_size_ != 0) return lr;
   return lr * gamma_;
 }
@@ -626,8 +887,7 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
   initial_step();
 }
 
-double CosineAnnealingLR::get_lr() const {
-  const double lr = optimizer_.lr();
+double CosineAnnealingLR::get_lr(double lr, double base_lr) const {
   const int64_t e = last_epoch();
   if (e == 0) return lr;
   const double pi = std::acos(-1.0);
@@ -635,7 +895,7 @@ double CosineAnnealingLR::get_lr() const {
   // Python's % (floor modulo) of (e - 1 - T_max) by 2·T_max.
   const int64_t period = 2 * T_max_;
   const int64_t phase = ((e - 1 - T_max_) % period + period) % period;
-  if (phase == 0) return lr + (base_lr() - eta_min_) * (1 - std::cos(pi / t)) / 2;
+  if (phase == 0) return lr + (base_lr - eta_min_) * (1 - std::cos(pi / t)) / 2;
   return (1 + std::cos(pi * double(e) / t)) / (1 + std::cos(pi * double(e - 1) / t)) *
              (lr - eta_min_) +
          eta_min_;
@@ -647,6 +907,6 @@ LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambd
   initial_step();
 }
 
-double LambdaLR::get_lr() const { return base_lr() * lr_lambda_(last_epoch()); }
+double LambdaLR::get_lr(double, double base_lr) const { return base_lr * lr_lambda_(last_epoch()); }
 
 }  // namespace dtr::optim

@@ -1,19 +1,31 @@
 // Optimizers with torch.optim semantics: SGD (momentum, dampening, weight
-// decay, Nesterov) and AdamW (decoupled weight decay, bias correction,
-// optional AMSGrad). step() runs under NoGradGuard with in-place ops, so the
-// updated parameters stay constants of the remat runtime (Note [mutation]).
-// state_dict()/load_state_dict() carry step counts, moment buffers and
-// hyperparameters, so a run resumed from them continues bitwise.
+// decay, Nesterov), Adam (L2 weight decay, bias correction, optional
+// AMSGrad) and AdamW (decoupled weight decay), over parameter groups with
+// their own hyperparameters, as torch::optim's. step() runs under
+// NoGradGuard with in-place ops, so the updated parameters stay constants of
+// the remat runtime (Note [mutation]). state_dict()/load_state_dict() carry
+// step counts, moment buffers and every group's hyperparameters, so a run
+// resumed from them continues bitwise.
 //
 //   dtr::optim::AdamW opt(model.parameters(), dtr::optim::AdamWOptions(3e-4).weight_decay(0.1));
 //   opt.zero_grad(); loss.backward(); opt.step();
 //
+// Parameter groups (libtorch's OptimizerParamGroup), e.g. no weight decay on
+// biases and norms, and an option edited between steps:
+//
+//   std::vector<dtr::optim::OptimizerParamGroup> groups;
+//   groups.emplace_back(matrices);  // the defaults below
+//   groups.emplace_back(vectors, std::make_unique<dtr::optim::AdamWOptions>(
+//                                    dtr::optim::AdamWOptions(3e-4).weight_decay(0.0)));
+//   dtr::optim::AdamW opt(groups, dtr::optim::AdamWOptions(3e-4).weight_decay(0.1));
+//   static_cast<dtr::optim::AdamWOptions&>(opt.param_groups()[1].options()).lr(1e-4);
+//
 // Optimizer-state sharding (ZeRO stage 1, PyTorch's
-// torch.distributed.optim.ZeroRedundancyOptimizer) is an option of both:
+// torch.distributed.optim.ZeroRedundancyOptimizer) is an option of each:
 //
 //   dtr::optim::AdamW opt(ddp.parameters(), dtr::optim::AdamWOptions(3e-4).zero_redundancy(true));
 //
-// The parameters, in constructor order, are one flat sequence of elements per
+// The parameters, in group order, are one flat sequence of elements per
 // dtype, cut into `world` contiguous shards of ceil(numel / world) elements;
 // rank r allocates state (momentum, exp_avg, ...) only for the elements of
 // shard r, updates only those elements of the parameters from the full
@@ -46,43 +58,152 @@ class ProcessGroup;
 
 namespace dtr::optim {
 
-/// Base of the optimizers: one parameter group over `params` (leaves that
-/// require grad; ValueError otherwise or when the list is empty).
+/// torch::optim::OptimizerOptions: the hyperparameters of one parameter
+/// group (SGDOptions, AdamOptions, AdamWOptions derive from it through
+/// OptimizerCloneableOptions). An optimizer's param_groups()[i].options()
+/// is one of these; cast it to the optimizer's options type to edit it:
+///
+///   static_cast<dtr::optim::AdamOptions&>(opt.param_groups()[0].options()).lr(1e-4);
+///
+/// Edits take effect at the next step().
+class OptimizerOptions {
+ public:
+  OptimizerOptions() = default;
+  virtual ~OptimizerOptions() = default;
+  /// A copy of the most derived options.
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+
+ protected:
+  OptimizerOptions(const OptimizerOptions&) = default;
+  OptimizerOptions& operator=(const OptimizerOptions&) = default;
+};
+
+/// clone(), get_lr() and set_lr() of options type `Derived` (which has lr()).
+template <typename Derived>
+class OptimizerCloneableOptions : public OptimizerOptions {
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+  double get_lr() const override { return static_cast<const Derived&>(*this).lr(); }
+  void set_lr(double lr) override { static_cast<Derived&>(*this).lr(lr); }
+};
+
+/// torch::optim::OptimizerParamGroup: parameters optimized with one set of
+/// options. Without options, the optimizer gives the group a copy of its
+/// defaults when the group is added. Copies clone the options.
+///
+///   std::vector<dtr::optim::OptimizerParamGroup> groups;
+///   groups.emplace_back(decay, std::make_unique<dtr::optim::AdamWOptions>(AdamWOptions(3e-4).weight_decay(0.1)));
+///   groups.emplace_back(no_decay);  // the optimizer's defaults
+///   dtr::optim::AdamW opt(groups, dtr::optim::AdamWOptions(3e-4).weight_decay(0.0));
+class OptimizerParamGroup {
+ public:
+  OptimizerParamGroup(std::vector<Tensor> params)  // NOLINT: implicit like libtorch's
+      : params_(std::move(params)) {}
+  OptimizerParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options)
+      : params_(std::move(params)), options_(std::move(options)) {}
+  OptimizerParamGroup(const OptimizerParamGroup& other)
+      : params_(other.params_), options_(other.options_ ? other.options_->clone() : nullptr) {}
+  OptimizerParamGroup& operator=(const OptimizerParamGroup& other);
+  OptimizerParamGroup(OptimizerParamGroup&&) noexcept = default;
+  OptimizerParamGroup& operator=(OptimizerParamGroup&&) noexcept = default;
+  ~OptimizerParamGroup() = default;
+
+  bool has_options() const { return options_ != nullptr; }
+  /// The group's options; ValueError when it has none (a group not yet
+  /// added to an optimizer, built without options).
+  OptimizerOptions& options();
+  const OptimizerOptions& options() const;
+  void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+  /// The parameters. Those of a group inside an optimizer are fixed: step()
+  /// throws ValueError when they were changed (use add_param_group).
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<Tensor>& params() const { return params_; }
+
+ private:
+  std::vector<Tensor> params_;
+  std::unique_ptr<OptimizerOptions> options_;
+};
+
+/// Base of the optimizers (torch::optim::Optimizer): parameter groups, each
+/// with its options (its hyperparameters), over leaves that require grad.
+/// Parameters are numbered across the groups in order (PyTorch's numbering
+/// in state dicts). ValueError when there is no parameter at all, for a
+/// parameter that is undefined, not a leaf or does not require grad, or
+/// that appears twice (in one group or two); TypeError for a group whose
+/// options are not the optimizer's options type.
 class Optimizer {
  public:
-  Optimizer(std::vector<Tensor> params, std::string name);
+  using LossClosure = std::function<Tensor()>;
+
+  Optimizer(std::vector<OptimizerParamGroup> param_groups, std::unique_ptr<OptimizerOptions> defaults,
+            std::string name);
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  /// One update of every parameter that has a grad; parameters whose grad
-  /// is undefined are skipped (and keep their state), like PyTorch. Sharded
+  /// One update of every parameter that has a grad, with its group's
+  /// options; parameters whose grad is undefined are skipped (and keep their
+  /// state), like PyTorch. With `closure`, calls it first (with grad mode
+  /// on: it typically zeroes the grads, runs the model and backward) and
+  /// returns what it returned; else returns an undefined tensor. Sharded
   /// (zero_redundancy), it is a collective: every rank of the group calls
   /// it, with the same gradients defined (DDP makes them so), and it ends
   /// with the all-gather of the parameters. Throws ValueError for invalid
-  /// hyperparameters, DistributedError when the gather fails.
-  virtual void step();
-  /// Sets every parameter's grad to undefined (zero_grad(set_to_none=True)).
-  void zero_grad();
+  /// hyperparameters in some group or a group whose parameter list was
+  /// changed, DistributedError when the gather fails.
+  virtual Tensor step(LossClosure closure = nullptr);
+  /// zero_grad(set_to_none=True) sets every parameter's grad to undefined;
+  /// with false, fills the defined grads with zeros in place.
+  void zero_grad(bool set_to_none = true);
 
-  /// Entries (all 0-d unless a buffer):
-  ///   "state.<i>.step"      int64, for optimizers that count steps (AdamW)
-  ///   "state.<i>.<buffer>"  moment buffers, shaped like parameter i
-  ///   "param_groups.0.<hp>" float64 hyperparameters (lr, betas, ...)
-  /// Parameter i is the i-th tensor given to the constructor (PyTorch numbers
-  /// parameters the same way). Buffers are detached handles, not copies.
+  /// Adds a group (libtorch's add_param_group / PyTorch's): without
+  /// options it gets a copy of the defaults. Errors as the constructor's,
+  /// and nothing changes on error. Sharded, every rank calls it with the
+  /// same parameters (the shards are recut, a collective), and only before
+  /// the optimizer holds any state (ValueError otherwise).
+  void add_param_group(const OptimizerParamGroup& param_group);
+  /// The groups; their options() may be edited between steps.
+  std::vector<OptimizerParamGroup>& param_groups() noexcept { return groups_; }
+  const std::vector<OptimizerParamGroup>& param_groups() const noexcept { return groups_; }
+  /// What groups added without options get (a copy of).
+  OptimizerOptions& defaults() noexcept { return *defaults_; }
+  const OptimizerOptions& defaults() const noexcept { return *defaults_; }
+  /// Every parameter of every group, in order (state dicts number them so).
+  const std::vector<Tensor>& params() const { return params_; }
+  /// libtorch's parameters(): the same list.
+  const std::vector<Tensor>& parameters() const { return params_; }
+  /// The number of parameters over all groups (libtorch's size()).
+  size_t size() const noexcept { return params_.size(); }
+
+  /// Entries (all 0-d unless a buffer or a list):
+  ///   "state.<i>.step"          int64, for optimizers that count steps (Adam, AdamW)
+  ///   "state.<i>.<buffer>"      moment buffers, shaped like parameter i
+  ///   "param_groups.<g>.<hp>"   float64 hyperparameters of group g (lr, betas as beta1 and beta2, ...)
+  ///   "param_groups.<g>.params" int64 1-D: the numbers of group g's parameters
+  /// Parameter i is the i-th over the groups in order, as in PyTorch's
+  /// state_dict, whose "param_groups" list of dicts with "params" index
+  /// lists this flattens. Buffers are detached handles, not copies.
   /// Sharded, the full state exists only after consolidate_state_dict(to):
   /// on rank `to` this returns it (owned copies, in the layout above, equal
   /// bitwise to the unsharded optimizer's), on any other rank, or before
   /// consolidating, or after a step or load since, it throws ValueError
   /// (ZeroRedundancyOptimizer.state_dict's RuntimeError).
   StateDict state_dict() const;
-  /// Restores what state_dict() returned (buffers are copied). Throws
-  /// ValueError naming the key for an unknown or missing key, a parameter
-  /// index out of range, or a buffer whose shape differs from its parameter's;
-  /// on error nothing changes. Sharded, the dict is the full state (from any
-  /// world size, sharded or not) and each rank keeps the elements of its own
-  /// shard; no collective runs.
+  /// Restores what state_dict() returned (buffers are copied), as PyTorch
+  /// does: the saved groups' "params" lists, concatenated, name this
+  /// optimizer's parameters in order, so the group count and each group's
+  /// size must match; the hyperparameters of every group are replaced.
+  /// A dict without "params" lists (the one-group form) loads into an
+  /// optimizer of one group. Throws ValueError naming the key for an
+  /// unknown or missing key, a group count or size that differs, a
+  /// parameter number out of range, or a buffer whose shape differs from
+  /// its parameter's; on error nothing changes. Sharded, the dict is the
+  /// full state (from any world size, sharded or not) and each rank keeps
+  /// the elements of its own shard; no collective runs.
   void load_state_dict(const StateDict& state);
 
   /// ZeroRedundancyOptimizer.consolidate_state_dict(to): gathers the sharded
@@ -93,7 +214,7 @@ class Optimizer {
   void consolidate_state_dict(int to = 0);
 
   /// Whether the state is sharded over a process group (the option
-  /// zero_redundancy of SGDOptions / AdamWOptions).
+  /// zero_redundancy of the constructor's options).
   bool zero_redundancy() const { return sharding_ != nullptr; }
   /// The group the state is sharded over; null when unsharded.
   std::shared_ptr<distributed::ProcessGroup> process_group() const;
@@ -102,10 +223,19 @@ class Optimizer {
   /// when sharded.
   int64_t state_nbytes() const;
 
-  const std::vector<Tensor>& params() const { return params_; }
-  /// The learning rate, for schedulers (param_groups[0]["lr"]).
-  virtual double lr() const = 0;
-  virtual void set_lr(double lr) = 0;
+  /// The first group's learning rate (param_groups[0]["lr"]).
+  double lr() const;
+  /// Sets every group's learning rate.
+  void set_lr(double lr);
+
+  /// Group g's hyperparameters by their state_dict names ("lr", "beta1",
+  /// "nesterov" as 0 or 1, ...), in a fixed order. IndexError for a group
+  /// out of range.
+  std::vector<std::pair<std::string, double>> group_hyperparameters(size_t g) const;
+  /// Sets some of group g's hyperparameters by those names. IndexError for a
+  /// group out of range, ValueError for an unknown name or a value the
+  /// optimizer refuses (the group is then left as it was).
+  void set_group_hyperparameters(size_t g, const std::vector<std::pair<std::string, double>>& values);
 
  protected:
   struct ParamState {
@@ -119,38 +249,58 @@ class Optimizer {
   };
   /// One update of parameter `p` (the whole parameter, or sharded a 1-D view
   /// of this rank's elements of it) from gradient `g` (alike), with state
-  /// `s`. Called for every parameter with a defined grad; sharded, with `p`
-  /// and `g` undefined for a parameter this rank holds no element of, where
-  /// it only keeps the bookkeeping (step counts, buffer names).
-  virtual void update(ParamState& s, Tensor& p, const Tensor& g) = 0;
+  /// `s` and its group's `options` (checked by check_options). Called for
+  /// every parameter with a defined grad; sharded, with `p` and `g`
+  /// undefined for a parameter this rank holds no element of, where it only
+  /// keeps the bookkeeping (step counts, buffer names).
+  virtual void update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) = 0;
   /// Whether `s` has buffer `name` (on some rank).
   static bool has_buffer(const ParamState& s, const std::string& name);
   /// Adds buffer `name` to `s` with value `t` (undefined: on other ranks).
   static void add_buffer(ParamState& s, const std::string& name, Tensor t);
-  /// Shards the state over `group` (null: the world) when `zero_redundancy`;
-  /// called by the subclass's constructor. Throws DistributedError when no
-  /// process group is initialized, ValueError for a non-contiguous parameter.
-  void shard_state(bool zero_redundancy, std::shared_ptr<distributed::ProcessGroup> group);
-  /// (name, value) of every hyperparameter, in a fixed order.
-  virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
-  virtual void set_hyperparameter(const std::string& name, double value) = 0;
-  /// Throws ValueError when the current hyperparameters are invalid.
-  virtual void check_hyperparameters() const = 0;
+  /// Checks every group's options, then shards the state over `group`
+  /// (null: the world) when `zero_redundancy`; called by the subclass's
+  /// constructor. Throws TypeError / ValueError as check_options,
+  /// DistributedError when no process group is initialized, ValueError for
+  /// a non-contiguous parameter.
+  void init(bool zero_redundancy, std::shared_ptr<distributed::ProcessGroup> group);
+  /// (name, value) of every hyperparameter of `options`, in a fixed order.
+  virtual std::vector<std::pair<std::string, double>> hyperparameters(const OptimizerOptions& options) const = 0;
+  /// Sets hyperparameter `name` of `options`; false for an unknown name.
+  virtual bool set_hyperparameter(OptimizerOptions& options, const std::string& name, double value) const = 0;
+  /// Throws TypeError when `options` are not this optimizer's options type,
+  /// ValueError when their values are invalid.
+  virtual void check_options(const OptimizerOptions& options) const = 0;
   /// Whether "state.<i>.step" is part of the state.
   virtual bool counts_steps() const { return false; }
+  /// Adam's update (AdamW's with `decoupled` weight decay) with options O
+  /// (AdamOptions or AdamWOptions; defined in optim.cpp).
+  template <typename O>
+  static void adam_update(ParamState& s, Tensor& p, const Tensor& grad, const O& o, bool decoupled);
 
   std::string name_;
-  std::vector<Tensor> params_;
-  std::vector<ParamState> state_;
 
  private:
   struct Sharding;
+  /// Appends `group` (options set) to the groups and its parameters to the
+  /// flat list, after checking them; on error nothing changes.
+  void append_group(OptimizerParamGroup group);
+  /// Throws ValueError when a group's parameters are no longer those added.
+  void check_groups_unchanged() const;
+  /// Shards the state when `zero_redundancy` (see init).
+  void shard_state(bool zero_redundancy, std::shared_ptr<distributed::ProcessGroup> group);
   /// All-gathers buffer `name` of every shard into full tensors, inserted
   /// into `*out` as "state.<i>.<name>" on rank `to`; with `name` empty, the
   /// parameters into themselves on every rank. A collective.
   void gather(const std::string& name, int to, StateDict* out);
   /// The state_dict layout with `buffer(i, name)` as "state.<i>.<name>".
   StateDict layout(const std::function<Tensor(size_t, const std::string&)>& buffer) const;
+
+  std::unique_ptr<OptimizerOptions> defaults_;
+  std::vector<OptimizerParamGroup> groups_;
+  std::vector<Tensor> params_;      // every group's parameters, in order
+  std::vector<size_t> group_of_;    // per parameter: its group
+  std::vector<ParamState> state_;   // per parameter
   std::unique_ptr<Sharding> sharding_;
   std::optional<StateDict> consolidated_;  // rank `to`'s, after consolidate_state_dict
 };
@@ -170,49 +320,67 @@ class Optimizer {
  private:                                                         \
   T name##_
 
+/// The option pair every optimizer's options have, read from the options
+/// given to the constructor (a group's own copy is ignored):
+/// zero_redundancy shards the state (ZeRO stage 1,
+/// torch.distributed.optim.ZeroRedundancyOptimizer) so each rank of
+/// `process_group` (null: distributed::world()) keeps the state of its
+/// shard only (see the top of this file). Not hyperparameters: state dicts
+/// are alike with and without them.
+#define DTR_ZERO_REDUNDANCY_ARGS                  \
+  DTR_ARG(bool, zero_redundancy) = false;         \
+  DTR_ARG(std::shared_ptr<distributed::ProcessGroup>, process_group)
+
 /// torch::optim::SGDOptions: `SGDOptions(0.01).momentum(0.9).weight_decay(1e-4)`;
 /// a double converts to the options, so `SGD(params, 0.01)` works as in libtorch.
-struct SGDOptions {
+struct SGDOptions : OptimizerCloneableOptions<SGDOptions> {
   SGDOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit like libtorch's
   DTR_ARG(double, lr);
   DTR_ARG(double, momentum) = 0.0;
   DTR_ARG(double, dampening) = 0.0;
   DTR_ARG(double, weight_decay) = 0.0;
   DTR_ARG(bool, nesterov) = false;
-  /// Optimizer-state sharding, ZeRO stage 1
-  /// (torch.distributed.optim.ZeroRedundancyOptimizer): each rank of
-  /// `process_group` keeps the state of its shard only (see the top of this
-  /// file). Read at construction. Not a hyperparameter: state dicts are alike
-  /// with and without it.
-  DTR_ARG(bool, zero_redundancy) = false;
-  /// The group the state is sharded over; null: distributed::world().
-  DTR_ARG(std::shared_ptr<distributed::ProcessGroup>, process_group);
+  DTR_ZERO_REDUNDANCY_ARGS;
 };
 
-/// torch.optim.SGD (maximize=False, foreach=False):
+/// torch.optim.SGD (maximize=False, foreach=False), per parameter with its
+/// group's options:
 ///   g ← grad + weight_decay·p
 ///   if momentum: buf ← g (first step) or momentum·buf + (1−dampening)·g
 ///                g ← g + momentum·buf (nesterov) or buf
 ///   p ← p − lr·g
 /// Throws ValueError for negative lr / momentum / weight_decay, or nesterov
-/// without momentum or with dampening.
+/// without momentum or with dampening (in any group).
 class SGD final : public Optimizer {
  public:
-  SGD(std::vector<Tensor> params, SGDOptions options);
-  double lr() const override { return options_.lr(); }
-  void set_lr(double lr) override { options_.lr(lr); }
-  SGDOptions& options() { return options_; }
+  SGD(std::vector<OptimizerParamGroup> param_groups, SGDOptions defaults);
+  SGD(std::vector<Tensor> params, SGDOptions defaults);
+  /// The defaults (groups keep their own copies: edit those through
+  /// param_groups()[i].options()).
+  SGDOptions& options() { return static_cast<SGDOptions&>(defaults()); }
 
  private:
-  void update(ParamState& s, Tensor& p, const Tensor& g) override;
-  std::vector<std::pair<std::string, double>> hyperparameters() const override;
-  void set_hyperparameter(const std::string& name, double value) override;
-  void check_hyperparameters() const override;
-  SGDOptions options_;
+  void update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) override;
+  std::vector<std::pair<std::string, double>> hyperparameters(const OptimizerOptions& options) const override;
+  bool set_hyperparameter(OptimizerOptions& options, const std::string& name, double value) const override;
+  void check_options(const OptimizerOptions& options) const override;
+};
+
+/// torch::optim::AdamOptions: `AdamOptions(1e-3).betas({0.9, 0.999}).weight_decay(1e-4)`.
+struct AdamOptions : OptimizerCloneableOptions<AdamOptions> {
+  using Betas = std::tuple<double, double>;
+  AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit like libtorch's
+  DTR_ARG(double, lr);
+  /// (β1, β2), each in [0, 1).
+  DTR_ARG(Betas, betas) = std::make_tuple(0.9, 0.999);
+  DTR_ARG(double, eps) = 1e-8;
+  DTR_ARG(double, weight_decay) = 0.0;
+  DTR_ARG(bool, amsgrad) = false;
+  DTR_ZERO_REDUNDANCY_ARGS;
 };
 
 /// torch::optim::AdamWOptions: `AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(0.1)`.
-struct AdamWOptions {
+struct AdamWOptions : OptimizerCloneableOptions<AdamWOptions> {
   using Betas = std::tuple<double, double>;
   AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit like libtorch's
   DTR_ARG(double, lr);
@@ -221,45 +389,60 @@ struct AdamWOptions {
   DTR_ARG(double, eps) = 1e-8;
   DTR_ARG(double, weight_decay) = 1e-2;
   DTR_ARG(bool, amsgrad) = false;
-  /// Optimizer-state sharding, ZeRO stage 1
-  /// (torch.distributed.optim.ZeroRedundancyOptimizer): each rank of
-  /// `process_group` keeps the state of its shard only (see the top of this
-  /// file). Read at construction. Not a hyperparameter: state dicts are alike
-  /// with and without it.
-  DTR_ARG(bool, zero_redundancy) = false;
-  /// The group the state is sharded over; null: distributed::world().
-  DTR_ARG(std::shared_ptr<distributed::ProcessGroup>, process_group);
+  DTR_ZERO_REDUNDANCY_ARGS;
 };
 
-/// torch.optim.AdamW (maximize=False, foreach=False), per parameter:
-///   t ← t + 1;  p ← p·(1 − lr·weight_decay)
+/// torch.optim.Adam (maximize=False, foreach=False), per parameter with its
+/// group's options:
+///   t ← t + 1;  g ← grad + weight_decay·p   (L2: the decay is part of the gradient)
 ///   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²   (v_max ← max(v_max, v) with amsgrad)
 ///   p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
 /// Buffers "exp_avg", "exp_avg_sq" (and "max_exp_avg_sq"). Throws ValueError
 /// for lr < 0, eps < 0, betas outside [0, 1) or weight_decay < 0.
-class AdamW final : public Optimizer {
+class Adam final : public Optimizer {
  public:
-  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  double lr() const override { return options_.lr(); }
-  void set_lr(double lr) override { options_.lr(lr); }
-  AdamWOptions& options() { return options_; }
+  Adam(std::vector<OptimizerParamGroup> param_groups, AdamOptions defaults = {});
+  Adam(std::vector<Tensor> params, AdamOptions defaults = {});
+  /// The defaults (groups keep their own copies).
+  AdamOptions& options() { return static_cast<AdamOptions&>(defaults()); }
 
  private:
-  void update(ParamState& s, Tensor& p, const Tensor& g) override;
-  std::vector<std::pair<std::string, double>> hyperparameters() const override;
-  void set_hyperparameter(const std::string& name, double value) override;
-  void check_hyperparameters() const override;
+  void update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) override;
+  std::vector<std::pair<std::string, double>> hyperparameters(const OptimizerOptions& options) const override;
+  bool set_hyperparameter(OptimizerOptions& options, const std::string& name, double value) const override;
+  void check_options(const OptimizerOptions& options) const override;
   bool counts_steps() const override { return true; }
-  AdamWOptions options_;
+};
+
+/// torch.optim.AdamW (maximize=False, foreach=False), per parameter with its
+/// group's options: Adam with the weight decay decoupled from the gradient:
+///   t ← t + 1;  p ← p·(1 − lr·weight_decay)
+///   m ← β1·m + (1−β1)·grad;  v ← β2·v + (1−β2)·grad²   (v_max as Adam's)
+///   p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
+/// Buffers and errors as Adam's.
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<OptimizerParamGroup> param_groups, AdamWOptions defaults = {});
+  AdamW(std::vector<Tensor> params, AdamWOptions defaults = {});
+  /// The defaults (groups keep their own copies).
+  AdamWOptions& options() { return static_cast<AdamWOptions&>(defaults()); }
+
+ private:
+  void update(ParamState& s, Tensor& p, const Tensor& g, const OptimizerOptions& options) override;
+  std::vector<std::pair<std::string, double>> hyperparameters(const OptimizerOptions& options) const override;
+  bool set_hyperparameter(OptimizerOptions& options, const std::string& name, double value) const override;
+  void check_options(const OptimizerOptions& options) const override;
+  bool counts_steps() const override { return true; }
 };
 
 // ---- learning-rate schedulers (torch.optim.lr_scheduler) ----------------------
 
 /// Base of the schedulers (torch.optim.lr_scheduler.LRScheduler, with
-/// last_epoch=-1): remembers the optimizer's learning rate as base_lr and,
-/// as PyTorch's constructor, takes the first step at once (epoch 0, the lr
-/// then is get_lr()'s at epoch 0, base_lr for these). Call step() after
-/// each optimizer.step(). The optimizer must outlive the scheduler.
+/// last_epoch=-1): remembers each parameter group's learning rate as its
+/// base lr and, as PyTorch's constructor, takes the first step at once
+/// (epoch 0, the lr then is get_lr()'s at epoch 0, the base lr for these).
+/// Call step() after each optimizer.step(). The optimizer must outlive the
+/// scheduler, and keep its groups (one added later keeps its lr).
 class LRScheduler {
  public:
   explicit LRScheduler(Optimizer& optimizer);
@@ -267,17 +450,20 @@ class LRScheduler {
   LRScheduler(const LRScheduler&) = delete;
   LRScheduler& operator=(const LRScheduler&) = delete;
 
-  /// Advances one epoch and sets the optimizer's lr to get_lr().
+  /// Advances one epoch and sets each group's lr to get_lr() of it.
   void step();
-  /// The lr the last step set, one per parameter group (one here).
-  std::vector<double> get_last_lr() const { return {last_lr_}; }
+  /// The lr the last step set, one per parameter group.
+  std::vector<double> get_last_lr() const { return last_lrs_; }
   int64_t last_epoch() const { return last_epoch_; }
-  double base_lr() const { return base_lr_; }
+  /// The first group's base lr.
+  double base_lr() const { return base_lrs_.at(0); }
+  /// Every group's base lr.
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
 
  protected:
-  /// The lr for epoch last_epoch(), from the optimizer's current lr
-  /// (PyTorch's chainable forms) or base_lr. Called by step().
-  virtual double get_lr() const = 0;
+  /// The lr of a group for epoch last_epoch(), from the group's current
+  /// `lr` (PyTorch's chainable forms) or its `base_lr`. Called by step().
+  virtual double get_lr(double lr, double base_lr) const = 0;
   /// Called by the subclass's constructor once its fields are set (the
   /// first step needs them).
   void initial_step() { step(); }
@@ -285,20 +471,20 @@ class LRScheduler {
   Optimizer& optimizer_;
 
  private:
-  double base_lr_;
+  std::vector<double> base_lrs_;
   int64_t last_epoch_ = -1;
-  double last_lr_;
+  std::vector<double> last_lrs_;
 };
 
 /// torch.optim.lr_scheduler.StepLR: multiplies the lr by `gamma` every
-/// `step_size` epochs (lr = base_lr · gamma^(epoch // step_size)). Throws
+/// `step_size` epochs (lr = base_lr · gamma^(epoch // step_size), per group). Throws
 /// ValueError for step_size < 1.
 class StepLR final : public LRScheduler {
  public:
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  private:
-  double get_lr() const override;
+  double get_lr(double lr, double base_lr) const override;
   int64_t step_size_;
   double gamma_;
 };
@@ -312,7 +498,7 @@ class CosineAnnealingLR final : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
 
  private:
-  double get_lr() const override;
+  double get_lr(double lr, double base_lr) const override;
   int64_t T_max_;
   double eta_min_;
 };
@@ -324,7 +510,7 @@ class LambdaLR final : public LRScheduler {
   LambdaLR(Optimizer& optimizer, std::function<double(int64_t epoch)> lr_lambda);
 
  private:
-  double get_lr() const override;
+  double get_lr(double lr, double base_lr) const override;
   std::function<double(int64_t)> lr_lambda_;
 };
 

@@ -31,6 +31,9 @@ struct Node;
 
 class Tensor;
 struct TensorImpl;
+namespace indexing {
+class TensorIndex;  // eager/indexing.h
+}
 
 /// A hook run after backward has accumulated a leaf's .grad (see
 /// Tensor::register_post_accumulate_grad_hook); receives the leaf.
@@ -357,6 +360,15 @@ class Tensor {
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   /// select(0, index), as libtorch's `x[i]`. Throws IndexError.
   Tensor operator[](int64_t index) const { return select(0, index); }
+  /// x[indices] / x[indices] = value with torch::indexing's Slice, None,
+  /// Ellipsis, ints, bools and int64/bool tensors (eager/indexing.h; as
+  /// libtorch's Tensor::index / index_put_).
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, Scalar value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value);
   // Reordering, tiling and accumulating scatters (dtr::flip, dtr::roll, ...).
   Tensor flip(IntList dims) const;
   Tensor roll(IntList shifts, IntList dims = {}) const;

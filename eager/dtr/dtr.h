@@ -24,6 +24,7 @@
 #include "eager/dispatch.h"
 #include "eager/distributed/distributed.h"
 #include "eager/dlpack.h"
+#include "eager/indexing.h"
 #include "eager/ops.h"
 #include "eager/random.h"
 #include "eager/tensor.h"

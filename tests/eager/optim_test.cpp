@@ -4,48 +4,13 @@
 #include <cstdio>
 
 #include "dtr/dtr.h"
+#include "tests/eager/optim_fixture.h"
 #include "tests/testing.h"
 
 namespace dtr {
 namespace {
 
-Tensor vals(IntList shape, int64_t a, DType dtype = kFloat64) {
-  std::vector<double> v(size_t(numel(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = double((int64_t(i) * a) % 13 - 6) / 8.0 + 0.01 * double(i);
-  return from_vector(v, shape, dtype);
-}
-
-struct Params {
-  Tensor p0, p1;
-  explicit Params(DType dtype = kFloat64) {
-    p0 = vals({2, 2}, 3, dtype);
-    p1 = vals({3}, 5, dtype);
-    p0.requires_grad_();
-    p1.requires_grad_();
-  }
-  std::vector<Tensor> list() const { return {p0, p1}; }
-  std::vector<double> values() const {
-    auto a = p0.to_vector<double>(), b = p1.to_vector<double>();
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  }
-};
-
-constexpr double kMult[] = {1.0, -2.0, 0.1};
-
-// Step k's gradients (the same as the reference script's).
-void set_grads(Params& p, int k) {
-  p.p0.set_grad(mul(vals({2, 2}, 7, p.p0.dtype()), kMult[k]));
-  p.p1.set_grad(mul(vals({3}, 11, p.p1.dtype()), kMult[k]));
-}
-
-std::vector<double> run(Params& p, optim::Optimizer& opt, int from = 0, int to = 3) {
-  for (int k = from; k < to; ++k) {
-    set_grads(p, k);
-    opt.step();
-  }
-  return p.values();
-}
+using namespace optim_fixture;
 
 TEST(OptimSGD, MatchesTorch) {
   {
@@ -70,7 +35,8 @@ TEST(OptimSGD, MatchesTorch) {
     EXPECT_TRUE(testing::allclose(p.p1, {-1.0875, 0.17075, 0.69775}, 1e-14, 1e-13));
     EXPECT_TRUE(opt.state_dict().keys() ==
                 (std::vector<std::string>{"param_groups.0.lr", "param_groups.0.momentum", "param_groups.0.dampening",
-                                          "param_groups.0.weight_decay", "param_groups.0.nesterov"}));
+                                          "param_groups.0.weight_decay", "param_groups.0.nesterov",
+                                          "param_groups.0.params"}));
   }
 }
 
@@ -193,7 +159,7 @@ TEST(OptimCommon, Errors) {
   EXPECT_THROW(optim::AdamW(p.list(), optim::AdamWOptions().betas(std::make_tuple(1.0, 0.999))), ValueError);
   EXPECT_THROW(optim::AdamW(p.list(), optim::AdamWOptions().eps(-1)), ValueError);
   EXPECT_THROW(optim::AdamW(p.list(), optim::AdamWOptions().weight_decay(-0.1)), ValueError);
-  EXPECT_THROW(optim::AdamW({}), ValueError);
+  EXPECT_THROW(optim::AdamW(std::vector<Tensor>{}), ValueError);
   EXPECT_THROW(optim::AdamW({ones({2})}), ValueError);  // does not require grad
   EXPECT_THROW(optim::AdamW({p.p0, p.p0}), ValueError);
 

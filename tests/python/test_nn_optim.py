@@ -128,7 +128,7 @@ def test_param_groups_lr_drives_the_step():
     (p * p).sum().backward()
     opt.step()
     assert p.tolist() == [0.0, 0.0]
-    assert opt.state_dict()["param_groups.0.lr"].item() == 0.5
+    assert opt.state_dict()["param_groups"][0]["lr"] == 0.5
 
 
 def test_optimizer_state_dict_round_trip_continues_bitwise():
@@ -141,7 +141,8 @@ def test_optimizer_state_dict_round_trip_continues_bitwise():
         for step in range(4):
             if resume and step == 2:
                 state, weights = opt.state_dict(), net.state_dict()
-                state = {k: v.clone() for k, v in state.items()}
+                state = {"state": {i: {k: v.clone() for k, v in s.items()} for i, s in state["state"].items()},
+                         "param_groups": state["param_groups"]}
                 weights = {k: v.clone() for k, v in weights.items()}
                 net = nn.Linear(3, 2)
                 net.load_state_dict(weights)
@@ -206,5 +207,7 @@ def test_save_file_names_the_key_whose_value_or_name_is_wrong(tmp_path):
 
 def test_optimizer_load_state_dict_names_a_value_that_is_not_a_tensor():
     opt = dtr.optim.SGD(Net().parameters(), lr=0.1, momentum=0.9)
-    with pytest.raises(TypeError, match=r"load_state_dict: the value of key 'x' is float"):
-        opt.load_state_dict({"x": 1.5})
+    with pytest.raises(TypeError, match=r"load_state_dict: the value of key 'state.0.x' is float"):
+        opt.load_state_dict({"state.0.x": 1.5})  # dtr's flat form (the C++ state_dict)
+    with pytest.raises(TypeError, match=r"state\[0\]\['x'\] is float; expected a Tensor"):
+        opt.load_state_dict({"state": {0: {"x": 1.5}}, "param_groups": opt.state_dict()["param_groups"]})

@@ -15,14 +15,11 @@ import warnings as _warnings
 import numpy as _np
 
 from . import _C
-from ._C import (DeviceError, OutOfMemoryError, Tensor, device, dtype, abs, add, adaptive_avg_pool2d,
-                 arange as _arange, argmax, cat, chunk, clamp, exp, gather, index_select, log, masked_fill,
-                 matmul, max, maximum, mean, minimum, neg, reciprocal, relu, rsqrt, sigmoid,
-                 softmax, log_softmax, split, sqrt, stack, sub, sum, tanh, tril, triu, var, where,
-                 zeros_like, ones_like, empty_like, rand_like, randn_like, full_like,
-                 manual_seed, get_rng_state, set_rng_state, set_num_threads, get_num_threads,
-                 is_grad_enabled, set_grad_enabled as _set_grad_enabled, to_dlpack as _to_dlpack,
-                 save_file, load_file)
+from ._C import (DeviceError, OutOfMemoryError, Tensor, device, dtype, adaptive_avg_pool2d,
+                 arange as _arange, manual_seed, get_rng_state, set_rng_state, set_num_threads,
+                 get_num_threads, is_grad_enabled, set_grad_enabled as _set_grad_enabled,
+                 to_dlpack as _to_dlpack, save_file, load_file)
+from . import _surface
 
 __all__ = ["Tensor", "dtype", "device", "tensor", "from_numpy", "from_dlpack", "no_grad",
            "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory"]
@@ -261,13 +258,7 @@ class autocast:
         return wrapped
 
 
-# ---- Tensor methods written here (the hot ones are C++) -------------------------------
-
-def _dims(args):
-    if len(args) == 1 and not isinstance(args[0], _builtin_int):
-        return list(args[0])
-    return list(args)
-
+# ---- the surface table: functions and Tensor methods (dtr/_surface.py) -------------------
 
 def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
     """Tensor.to(dtype), .to(device), .to("cpu"), .to(other), .to(device, dtype)."""
@@ -292,77 +283,24 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
     return out
 
 
-def _sum(self, dim=None, keepdim=False, *, dtype=None):
-    x = self if dtype is None else self.to(dtype)
-    return _C.sum(x, dim, keepdim)
+_sizes = _surface._sizes
+_surface.SURFACE += [
+    ("to", _to, "M"),
+    ("view", lambda self, *shape: self._view(_sizes(shape)), "M"),
+    ("reshape", lambda self, *shape: self._reshape(_sizes(shape)), "M"),
+    ("permute", lambda self, *dims: self._permute(_sizes(dims)), "M"),
+    ("expand", lambda self, *sizes: self._expand(_sizes(sizes)), "M"),
+    ("float", lambda self: self.to(float32), "M"),
+    ("double", lambda self: self.to(float64), "M"),
+    ("half", lambda self: self.to(float16), "M"),
+    ("bfloat16", lambda self: self.to(bfloat16), "M"),
+    ("long", lambda self: self.to(int64), "M"),
+    ("int", lambda self: self.to(int32), "M"),
+    ("bool", lambda self: self.to(bool), "M"),
+    ("type_as", lambda self, other: self.to(other.dtype), "M"),
+    ("__array__", lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype), "M"),
+]
+_surface.install(globals())
+_legacy_tensor = _surface.legacy_tensor
 
-
-def _mean(self, dim=None, keepdim=False, *, dtype=None):
-    x = self if dtype is None else self.to(dtype)
-    return _C.mean(x, dim, keepdim)
-
-
-def _binary_method(name):
-    op = getattr(_C, name)
-    def method(self, other, *, alpha=1):
-        if not isinstance(other, Tensor):
-            other = full((), other, device=self.device)
-        return op(self, other, alpha)
-    method.__name__ = name
-    return method
-
-
-_methods = {
-    "to": _to,
-    "sum": _sum,
-    "mean": _mean,
-    "var": lambda self, dim=None, correction=1, keepdim=False, *, unbiased=None:
-        _C.var(self, dim, correction if unbiased is None else _builtin_int(unbiased), keepdim),
-    "max": lambda self, dim=None, keepdim=False: _C.max(self, dim, keepdim),
-    "argmax": lambda self, dim=None, keepdim=False: _C.argmax(self, dim, keepdim),
-    "softmax": lambda self, dim: _C.softmax(self, dim),
-    "log_softmax": lambda self, dim: _C.log_softmax(self, dim),
-    "view": lambda self, *shape: self._view(_dims(shape)),
-    "reshape": lambda self, *shape: self._reshape(_dims(shape)),
-    "permute": lambda self, *dims: self._permute(_dims(dims)),
-    "expand": lambda self, *sizes: self._expand(_dims(sizes)),
-    "split": lambda self, split_size, dim=0: _C.split(self, split_size, dim),
-    "chunk": lambda self, chunks, dim=0: _C.chunk(self, chunks, dim),
-    "matmul": lambda self, other: _C.matmul(self, other),
-    "add": _binary_method("add"),
-    "sub": _binary_method("sub"),
-    "mul": lambda self, other: self * other,
-    "div": lambda self, other: self / other,
-    "pow": lambda self, exponent: self ** exponent,
-    "maximum": lambda self, other: _C.maximum(self, other),
-    "minimum": lambda self, other: _C.minimum(self, other),
-    "masked_fill": lambda self, mask, value: _C.masked_fill(self, mask, value),
-    "clamp": lambda self, min=None, max=None: _C.clamp(self, min, max),
-    "index_select": lambda self, dim, index: _C.index_select(self, dim, index),
-    "gather": lambda self, dim, index: _C.gather(self, dim, index),
-    "tril": lambda self, diagonal=0: _C.tril(self, diagonal),
-    "triu": lambda self, diagonal=0: _C.triu(self, diagonal),
-    "float": lambda self: self.to(float32),
-    "double": lambda self: self.to(float64),
-    "half": lambda self: self.to(float16),
-    "bfloat16": lambda self: self.to(bfloat16),
-    "long": lambda self: self.to(int64),
-    "int": lambda self: self.to(int32),
-    "bool": lambda self: self.to(bool),
-    "type_as": lambda self, other: self.to(other.dtype),
-    "new_zeros": lambda self, *size, dtype=None, device=None: zeros(
-        *size, dtype=dtype or self.dtype, device=device or self.device),
-    "new_ones": lambda self, *size, dtype=None, device=None: ones(
-        *size, dtype=dtype or self.dtype, device=device or self.device),
-    "__array__": lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype),
-}
-for _name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "reciprocal"):
-    _methods[_name] = getattr(_C, _name)
-for _name, _fn in _methods.items():
-    if _name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "reciprocal"):
-        _fn = (lambda op: lambda self: op(self))(_fn)
-        _fn.__name__ = _name
-    setattr(Tensor, _name, _fn)
-del _name, _fn
-
-from . import memory, nn, optim  # noqa: E402  (they use the names above)
+from . import memory, nn, ops, optim  # noqa: E402  (they use the names above)

@@ -44,5 +44,7 @@ void bind_errors(nanobind::module_& m);
 void bind_types(nanobind::module_& m);
 void bind_functions(nanobind::module_& m);
 void bind_nn_optim(nanobind::module_& m);
+void bind_ops(nanobind::module_& m);
+void bind_more_functions(nanobind::module_& m);
 
 }  // namespace dtr::python

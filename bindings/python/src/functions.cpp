@@ -481,36 +481,56 @@ void bind_nn_optim(nb::module_& m) {
   });
   m.def("_fan_in", [](const std::vector<int64_t>& s) { return nn::init::fan_in(s); });
 
+  // The optimizers over parameter groups; dtr.optim keeps the groups' dicts
+  // and copies their hyperparameters in by name before each step.
   auto nogil = nb::call_guard<nb::gil_scoped_release>();
+  using Groups = std::vector<std::vector<Tensor>>;
+  auto groups_of = [](Groups groups) {
+    std::vector<optim::OptimizerParamGroup> out;
+    for (std::vector<Tensor>& g : groups) out.emplace_back(std::move(g));
+    return out;
+  };
   nb::class_<optim::Optimizer>(m, "_Optimizer")
-      .def("step", &optim::Optimizer::step, nogil)
-      .def("zero_grad", &optim::Optimizer::zero_grad)
+      .def("step", [](optim::Optimizer& o) { o.step(); }, nogil)
+      .def("zero_grad", &optim::Optimizer::zero_grad, "set_to_none"_a = true)
       .def_prop_rw("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
       .def("state_dict", [](const optim::Optimizer& o) { return state_to_dict(o.state_dict()); })
       .def("load_state_dict", [](optim::Optimizer& o, const nb::dict& d) {
         o.load_state_dict(dict_to_state(d, "load_state_dict"));
       })
-      .def_prop_ro("params", &optim::Optimizer::params);
+      .def_prop_ro("params", &optim::Optimizer::params)
+      .def_prop_ro("num_groups", [](const optim::Optimizer& o) { return o.param_groups().size(); })
+      .def("add_param_group", [](optim::Optimizer& o, std::vector<Tensor> params) {
+        o.add_param_group(optim::OptimizerParamGroup(std::move(params)));
+      })
+      .def("group_hyperparameters", &optim::Optimizer::group_hyperparameters, "group"_a)
+      .def("set_group_hyperparameters", &optim::Optimizer::set_group_hyperparameters, "group"_a, "values"_a);
   nb::class_<optim::SGD, optim::Optimizer>(m, "_SGD")
-      .def("__init__", [](optim::SGD* o, std::vector<Tensor> params, double lr, double momentum,
-                          double dampening, double weight_decay, bool nesterov) {
-        new (o) optim::SGD(std::move(params), optim::SGDOptions(lr)
-                                                .momentum(momentum)
-                                                .dampening(dampening)
-                                                .weight_decay(weight_decay)
-                                                .nesterov(nesterov));
+      .def("__init__", [groups_of](optim::SGD* o, Groups groups, double lr, double momentum, double dampening,
+                                   double weight_decay, bool nesterov) {
+        new (o) optim::SGD(groups_of(std::move(groups)), optim::SGDOptions(lr)
+                                                             .momentum(momentum)
+                                                             .dampening(dampening)
+                                                             .weight_decay(weight_decay)
+                                                             .nesterov(nesterov));
       },
-      "params"_a, "lr"_a, "momentum"_a, "dampening"_a, "weight_decay"_a, "nesterov"_a);
-  nb::class_<optim::AdamW, optim::Optimizer>(m, "_AdamW")
-      .def("__init__", [](optim::AdamW* o, std::vector<Tensor> params, double lr, double beta1,
-                          double beta2, double eps, double weight_decay, bool amsgrad) {
-        new (o) optim::AdamW(std::move(params), optim::AdamWOptions(lr)
-                                                  .betas(std::make_tuple(beta1, beta2))
-                                                  .eps(eps)
-                                                  .weight_decay(weight_decay)
-                                                  .amsgrad(amsgrad));
-      },
-      "params"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a, "amsgrad"_a);
+      "groups"_a, "lr"_a, "momentum"_a, "dampening"_a, "weight_decay"_a, "nesterov"_a);
+  // Adam and AdamW take the same arguments.
+  auto bind_adam = [&]<typename Opt, typename Options>(const char* name) {
+    nb::class_<Opt, optim::Optimizer>(m, name).def(
+        "__init__",
+        [groups_of](Opt* o, Groups groups, double lr, double beta1, double beta2, double eps, double weight_decay,
+                    bool amsgrad) {
+          new (o) Opt(groups_of(std::move(groups)), Options(lr)
+                                                        .betas(std::make_tuple(beta1, beta2))
+                                                        .eps(eps)
+                                                        .weight_decay(weight_decay)
+                                                        .amsgrad(amsgrad));
+        },
+        "groups"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a, "amsgrad"_a);
+  };
+  bind_adam.operator()<optim::Adam, optim::AdamOptions>("_Adam");
+  bind_adam.operator()<optim::AdamW, optim::AdamWOptions>("_AdamW");
 }
 
 }  // namespace dtr::python

@@ -524,81 +524,69 @@ nb::tuple shape_tuple(const Shape& s) {
 }
 
 // ---- indexing --------------------------------------------------------------------------
+// x[...] and x[...] = v go through the C++ indexing core (eager/indexing.h),
+// the code behind libtorch's x.index({...}) / x.index_put_({...}, v).
 
-/// x[idx] for ints, slices, None, Ellipsis, a tuple of those, and an int64
-/// tensor or list (index_select along that dim). Ints and slices give views
-/// sharing storage; a tensor index gives a copy (`*copied` is set then).
-Tensor index(const Tensor& x, nb::handle idx, bool* copied = nullptr) {
-  std::vector<nb::handle> items;
+std::optional<int64_t> slice_bound(PyObject* o) {
+  if (o == Py_None) return std::nullopt;
+  const nb::object i = nb::steal(PyNumber_Index(o));
+  if (!i.is_valid()) {
+    PyErr_Clear();
+    throw TypeError(fmt::format("slice indices must be integers or None, got {}",
+                                nb::type_name(nb::handle(o).type()).c_str()));
+  }
+  return int_scalar(i.ptr()).to_int();
+}
+
+/// One Python index entry as a TensorIndex: int, bool, slice, None, `...`,
+/// a Tensor, or a list / numpy array (as dtr.tensor makes it: ints → int64,
+/// bools → a mask).
+indexing::TensorIndex index_entry(nb::handle h) {
+  PyObject* o = h.ptr();
+  if (PyBool_Check(o)) return indexing::TensorIndex(o == Py_True);
+  if (PyLong_Check(o)) return indexing::TensorIndex(int_scalar(o).to_int());
+  if (h.is_none()) return indexing::None;
+  if (o == Py_Ellipsis) return indexing::Ellipsis;
+  if (PySlice_Check(o)) {
+    auto* s = reinterpret_cast<PySliceObject*>(o);
+    return indexing::Slice(slice_bound(s->start), slice_bound(s->stop), slice_bound(s->step));
+  }
+  if (is_tensor(h)) return indexing::TensorIndex(nb::cast<Tensor>(h));
+  switch (numpy_scalar_kind(h)) {
+    case NumpyScalar::kBool: return indexing::TensorIndex(to_scalar(h).to_int() != 0);
+    case NumpyScalar::kInt: return indexing::TensorIndex(to_scalar(h).to_int());
+    default: break;
+  }
+  if (PyList_Check(o) || PyTuple_Check(o) || nb::hasattr(h, "__array__")) {
+    return indexing::TensorIndex(nb::cast<Tensor>(nb::module_::import_("dtr").attr("tensor")(h)));
+  }
+  throw IndexError(fmt::format(
+      "only integers, slices (`:`), ellipsis (`...`), None, bools and long or bool tensors "
+      "are valid indices (got {})",
+      nb::type_name(h.type()).c_str()));
+}
+
+std::vector<indexing::TensorIndex> index_entries(nb::handle idx) {
+  std::vector<indexing::TensorIndex> out;
   if (PyTuple_Check(idx.ptr())) {
-    for (nb::handle h : nb::borrow<nb::tuple>(idx)) items.push_back(h);
+    for (nb::handle h : nb::borrow<nb::tuple>(idx)) out.push_back(index_entry(h));
   } else {
-    items.push_back(idx);
-  }
-  int64_t consumed = 0, ellipses = 0;  // dims of x the items address
-  for (nb::handle h : items) {
-    if (h.ptr() == Py_Ellipsis) ++ellipses;
-    else if (!h.is_none()) ++consumed;
-  }
-  DTR_CHECK(ellipses <= 1, IndexError, "an index can only have a single ellipsis ('...')");
-  DTR_CHECK(consumed <= x.dim(), IndexError,
-            "too many indices for tensor of dimension {}", x.dim());
-  Tensor out = x;
-  int64_t dim = 0;
-  for (nb::handle h : items) {
-    PyObject* o = h.ptr();
-    if (PyLong_Check(o)) {
-      const int64_t i = nb::cast<int64_t>(h);
-      const int64_t n = out.size(dim);
-      DTR_CHECK(i >= -n && i < n, IndexError,
-                "index {} is out of bounds for dimension {} with size {}", i, dim, n);
-      out = out.select(dim, i);
-    } else if (PySlice_Check(o)) {
-      Py_ssize_t start = 0, stop = 0, step = 0;
-      if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw nb::python_error();
-      DTR_CHECK(step > 0, ValueError, "step must be greater than zero");
-      PySlice_AdjustIndices(Py_ssize_t(out.size(dim)), &start, &stop, step);
-      out = out.slice(dim, int64_t(start), int64_t(std::max(stop, start)), int64_t(step));
-      ++dim;
-    } else if (h.is_none()) {
-      out = out.unsqueeze(dim);
-      ++dim;
-    } else if (o == Py_Ellipsis) {
-      dim += x.dim() - consumed;
-    } else if (is_tensor(h) || PyList_Check(o)) {
-      const Tensor ix = is_tensor(h) ? nb::cast<const Tensor&>(h)
-                                     : from_vector(nb::cast<std::vector<int64_t>>(h), {}, kInt64);
-      DTR_CHECK(ix.dtype() == kInt64 || ix.dtype() == kInt32, NotImplementedError,
-                "indexing with a {} tensor is not supported (only int64 and int32 indices)",
-                dtype_name(ix.dtype()));
-      const Shape ishape = ix.shape();
-      const Tensor sel = index_select(out, dim, ix.reshape({-1}));
-      Shape s(out.shape().begin(), out.shape().begin() + dim);
-      s.insert(s.end(), ishape.begin(), ishape.end());
-      s.insert(s.end(), out.shape().begin() + dim + 1, out.shape().end());
-      out = sel.reshape(s);
-      dim += int64_t(ishape.size());
-      if (copied != nullptr) *copied = true;
-    } else {
-      throw IndexError(fmt::format(
-          "only integers, slices (`:`), ellipsis (`...`), None and long tensors are valid "
-          "indices (got {})",
-          nb::type_name(h.type()).c_str()));
-    }
+    out.push_back(index_entry(idx));
   }
   return out;
 }
 
-/// x[idx] = value: writes through the view the index names.
+Tensor get_index(const Tensor& x, nb::handle idx) { return indexing::get(x, index_entries(idx)); }
+
+/// x[idx] = value: a Tensor, a number, or nested lists (as dtr.tensor).
 void set_index(Tensor& x, nb::handle idx, nb::handle value) {
-  bool copied = false;
-  Tensor target = index(x, idx, &copied);
-  DTR_CHECK(!copied, NotImplementedError,
-            "assignment through an index tensor is not supported; use ints and slices");
+  const std::vector<indexing::TensorIndex> entries = index_entries(idx);
   if (is_tensor(value)) {
-    target.copy_(nb::cast<const Tensor&>(value));
+    indexing::put(x, entries, nb::cast<const Tensor&>(value));
+  } else if (is_number(value)) {
+    indexing::put(x, entries, to_scalar(value));
   } else {
-    target.fill_(to_scalar(value));
+    indexing::put(x, entries, nb::cast<Tensor>(nb::module_::import_("dtr").attr("tensor")(value)));
   }
 }
 
@@ -615,6 +603,13 @@ void bind_tensor(nb::module_& m) {
   // loses the graph (and raises for a tensor that requires grad).
   cls.attr("__array_priority__") = 1000;
   cls.def(nb::init<const Tensor&>(), "A handle on the same tensor (shares everything).")
+      // torch.Tensor(data) / torch.Tensor(*sizes) / torch.Tensor(): float32
+      // (dtr._legacy_tensor builds it, as PyTorch's legacy constructor).
+      .def("__init__",
+           [](Tensor* t, nb::args args) {
+             nb::object made = nb::module_::import_("dtr").attr("_legacy_tensor")(*args);
+             new (t) Tensor(nb::cast<const Tensor&>(made));
+           })
       .def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def("size",
            [](const Tensor& t, std::optional<int64_t> d) -> nb::object {
@@ -670,7 +665,7 @@ void bind_tensor(nb::module_& m) {
            nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
            nb::arg("copy") = nb::none())
       .def("__dlpack_device__", &dlpack_device)
-      .def("__getitem__", [](const Tensor& x, nb::handle i) { return index(x, i); })
+      .def("__getitem__", &get_index)
       .def("__setitem__", &set_index)
       // ---- autograd
       .def_prop_rw("requires_grad", &Tensor::requires_grad,
@@ -853,6 +848,8 @@ NB_MODULE(_C, m) {
   bind_tensor(m);
   bind_functions(m);
   bind_nn_optim(m);
+  bind_ops(m);
+  bind_more_functions(m);
   m.def("from_numpy", &from_numpy, nb::arg("array"), nb::arg("owner"));
   m.def("from_dlpack", &from_dlpack_object, nb::arg("ext_tensor"));
   m.def("to_dlpack", &to_dlpack_capsule, nb::arg("tensor"));

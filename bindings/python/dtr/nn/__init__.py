@@ -10,8 +10,8 @@ from . import functional, init, utils
 from . import functional as F
 
 __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ModuleDict", "Linear", "Conv2d",
-           "BatchNorm2d", "LayerNorm", "Embedding", "Dropout", "ReLU", "GELU", "Identity",
-           "CausalSelfAttention", "CrossEntropyLoss", "MSELoss", "functional", "init", "utils"]
+           "LayerNorm", "Embedding", "Dropout", "ReLU", "GELU", "Identity",
+           "CausalSelfAttention", "functional", "init", "utils"]
 
 
 class Parameter(Tensor):
@@ -30,6 +30,33 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+_FLOATING = (_C.dtype.float32, _C.dtype.float64, _C.dtype.float16, _C.dtype.bfloat16)
+
+
+def _as_tensor(value):
+    from .. import tensor
+    return tensor(value)
+
+
+class _HookHandle:
+    """What register_forward_hook returns: remove() unregisters the hook."""
+    _next_id = 0
+
+    def __init__(self, hooks, hook):
+        self._hooks, self.id = hooks, _HookHandle._next_id
+        _HookHandle._next_id += 1
+        hooks[self.id] = hook
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
@@ -45,12 +72,34 @@ class Module:
         object.__setattr__(self, "_parameters", collections.OrderedDict())
         object.__setattr__(self, "_buffers", collections.OrderedDict())
         object.__setattr__(self, "_modules", collections.OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
+        object.__setattr__(self, "_forward_pre_hooks", collections.OrderedDict())
+        object.__setattr__(self, "_forward_hooks", collections.OrderedDict())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        for hook in list(self._forward_pre_hooks.values()):
+            r = hook(self, args)
+            if r is not None:
+                args = r if isinstance(r, tuple) else (r,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            r = hook(self, args, out)
+            if r is not None:
+                out = r
+        return out
+
+    def register_forward_pre_hook(self, hook):
+        """hook(module, args) runs before forward; a non-None result replaces args (a
+        single value is wrapped in a tuple). Returns a handle whose remove() drops it."""
+        return _HookHandle(self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook):
+        """hook(module, args, output) runs after forward; a non-None result replaces the
+        output. Returns a handle whose remove() drops it."""
+        return _HookHandle(self._forward_hooks, hook)
 
     # ---- registration
     def __setattr__(self, name, value):
@@ -97,6 +146,7 @@ class Module:
         for key in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__[key]:
                 del self.__dict__[key][name]
+                self._non_persistent_buffers.discard(name)
                 return
         object.__delattr__(self, name)
 
@@ -118,12 +168,19 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
-        """Registers a buffer (saved in the state_dict, never trained)."""
+        """Registers a buffer (a Tensor or None, never trained): part of the state_dict
+        unless persistent=False, moved by to() either way. TypeError for anything but a
+        Tensor or None, KeyError for a bad or taken name."""
         if name not in self._buffers:
             self._check_name(name)
-        if not persistent:
-            raise NotImplementedError("register_buffer: persistent=False is not supported")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(dtr.Tensor or None required)")
         self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
 
     def add_module(self, name, module):
         if name not in self._modules:
@@ -133,16 +190,46 @@ class Module:
     register_module = add_module
 
     # ---- traversal
-    def named_modules(self, memo=None, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) for this module ("" or `prefix`) and every descendant,
+        depth first in registration order; a module reachable twice is listed once
+        unless remove_duplicate=False."""
         if memo is None:
             memo = set()
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name)
+                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name,
+                                           remove_duplicate)
+
+    def get_submodule(self, target):
+        """The descendant at dotted path `target` ("" is self); AttributeError naming
+        the missing part otherwise."""
+        m = self
+        for part in target.split(".") if target else []:
+            if not isinstance(m, Module) or part not in m._modules:
+                raise AttributeError(f"{type(m).__name__} has no attribute `{part}`")
+            m = m._modules[part]
+        return m
+
+    def _get_registered(self, target, registry, kind):
+        path, _, name = target.rpartition(".")
+        m = self.get_submodule(path)
+        if name not in getattr(m, registry):
+            raise AttributeError(f"{type(m).__name__} has no {kind} `{name}`")
+        return getattr(m, registry)[name]
+
+    def get_parameter(self, target):
+        """The parameter at dotted path `target`; AttributeError when there is none."""
+        return self._get_registered(target, "_parameters", "parameter")
+
+    def get_buffer(self, target):
+        """The buffer at dotted path `target`; AttributeError when there is none."""
+        return self._get_registered(target, "_buffers", "buffer")
 
     def modules(self):
         for _, m in self.named_modules():
@@ -183,10 +270,85 @@ class Module:
             yield b
 
     def apply(self, fn):
+        """Calls fn(m) on every child (recursively, children first) and then on self;
+        returns self (torch.nn.Module.apply)."""
         for m in self.children():
             m.apply(fn)
         fn(self)
         return self
+
+    # ---- devices and dtypes
+    def _apply(self, fn):
+        """Replaces every parameter and buffer t of the tree by fn(t) where that is a new
+        tensor; a parameter becomes a new Parameter (same requires_grad, its grad
+        converted too)."""
+        for m in self.modules():
+            for name, p in m._parameters.items():
+                if p is None:
+                    continue
+                new = fn(p)
+                if new is p:
+                    continue
+                q = Parameter(new, p.requires_grad)
+                if p.grad is not None:
+                    q.grad = fn(p.grad)
+                m._parameters[name] = q
+            for name, b in m._buffers.items():
+                if b is not None:
+                    m._buffers[name] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs):
+        """module.to(device), .to(dtype), .to(device, dtype), .to(tensor), with
+        device=/dtype= keywords (torch.nn.Module.to): floating parameters and buffers
+        take `dtype`, all take `device`. Returns self. Tensors already there are kept
+        (parameter identity unchanged); moved or cast parameters are new Parameter
+        objects, so build optimizers after moving a model (PyTorch's advice too).
+        TypeError for a non-floating dtype or an argument of another kind."""
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, _C.dtype):
+                dtype = a
+            elif isinstance(a, (str, _C.device)):
+                device = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, bool):
+                continue  # non_blocking given positionally
+            else:
+                raise TypeError(f"to() received an invalid argument of type {type(a).__name__}")
+        if isinstance(device, str):
+            device = _C.device(device)
+        if dtype is not None and dtype not in _FLOATING:
+            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired "
+                            f"dtype={dtype}")
+
+        def convert(t):
+            return t.to(device=device, dtype=dtype if t.is_floating_point() else None)
+        return self._apply(convert)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        """Moves the module to cuda:`device` (default 0); dtr.DeviceError without one."""
+        index = 0 if device is None else (device if isinstance(device, int) else _C.device(device).index)
+        return self.to(f"cuda:{index}")
+
+    def float(self):
+        return self.to(dtype=_C.dtype.float32)
+
+    def double(self):
+        return self.to(dtype=_C.dtype.float64)
+
+    def half(self):
+        return self.to(dtype=_C.dtype.float16)
+
+    def bfloat16(self):
+        return self.to(dtype=_C.dtype.bfloat16)
 
     # ---- modes
     def train(self, mode=True):
@@ -222,7 +384,7 @@ class Module:
             if p is not None:
                 out[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
-            if b is not None:
+            if b is not None and name not in self._non_persistent_buffers:
                 out[prefix + name] = b if keep_vars else b.detach()
         for name, m in self._modules.items():
             if m is not None:
@@ -233,8 +395,10 @@ class Module:
         """Copies `state_dict` into the parameters and buffers in place (casting dtypes).
         With `strict`, missing or unexpected keys raise RuntimeError naming them, as in
         PyTorch; a shape mismatch always raises. Nothing is written unless every check
-        passes. Returns (missing_keys, unexpected_keys)."""
+        passes. Values may be Tensors or anything dtr.tensor takes (numpy arrays, e.g. a
+        PyTorch state dict's tensors as .numpy()). Returns (missing_keys, unexpected_keys)."""
         own = self.state_dict(keep_vars=True)
+        state_dict = {k: v if isinstance(v, Tensor) else _as_tensor(v) for k, v in state_dict.items()}
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         errors = []
@@ -380,25 +544,24 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-class Conv2d(Module):
-    """torch.nn.Conv2d (padding_mode="zeros"): weight (out, in/groups, kH, kW)
-    kaiming_uniform(a=sqrt(5)), bias uniform in ±1/sqrt(fan_in)."""
+class _ConvNd(Module):
+    """What Conv1d and Conv2d share: the checks, and weight (out, in/groups, *kernel)
+    kaiming_uniform(a=sqrt(5)) then bias uniform in ±1/sqrt(fan_in), drawn in that order."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__()
+    def _make_params(self, in_channels, out_channels, kernel_size, groups, bias, padding_mode,
+                     device, dtype):
+        name = type(self).__name__
         if padding_mode != "zeros":
-            raise NotImplementedError("Conv2d: only padding_mode='zeros' is supported by dtr")
+            raise NotImplementedError(f"{name}: only padding_mode='zeros' is supported by dtr")
         if groups <= 0:
-            raise ValueError(f"Conv2d: groups must be a positive integer, got {groups}")
+            raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
         if in_channels % groups:
-            raise ValueError(f"Conv2d: in_channels ({in_channels}) must be divisible by groups ({groups})")
+            raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
         if out_channels % groups:
-            raise ValueError(f"Conv2d: out_channels ({out_channels}) must be divisible by groups ({groups})")
+            raise ValueError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.dilation = _pair(padding), _pair(dilation)
-        wshape = (out_channels, in_channels // groups) + self.kernel_size
+        self.padding_mode = padding_mode
+        wshape = (out_channels, in_channels // groups) + tuple(kernel_size)
         self.weight = Parameter(init._kaiming_uniform(wshape, math.sqrt(5.0), dtype, device))
         if bias:
             fan = _C._fan_in(list(wshape))
@@ -407,51 +570,22 @@ class Conv2d(Module):
         else:
             self.register_parameter("bias", None)
 
+
+class Conv2d(_ConvNd):
+    """torch.nn.Conv2d (padding_mode="zeros") on (N, C_in, H, W): weight (out, in/groups,
+    kH, kW) kaiming_uniform(a=sqrt(5)), bias uniform in ±1/sqrt(fan_in)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
+        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        self._make_params(in_channels, out_channels, self.kernel_size, groups, bias, padding_mode,
+                          device, dtype)
+
     def forward(self, x):
         return _C.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                          self.groups)
-
-
-class BatchNorm2d(Module):
-    """torch.nn.BatchNorm2d over (N, C, H, W): batch statistics when training (updating
-    running_mean / running_var and num_batches_tracked), running ones in eval mode."""
-
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, device=None, dtype=None):
-        super().__init__()
-        if num_features <= 0:
-            raise ValueError(f"BatchNorm2d: num_features must be positive, got {num_features}")
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(init._constant((num_features,), 1.0, dtype, device))
-            self.bias = Parameter(init._constant((num_features,), 0.0, dtype, device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", init._constant((num_features,), 0.0, dtype, device))
-            self.register_buffer("running_var", init._constant((num_features,), 1.0, dtype, device))
-            self.register_buffer("num_batches_tracked", init._constant((), 0.0, _C.dtype.int64, device))
-        else:
-            self.running_mean = self.running_var = self.num_batches_tracked = None
-
-    def forward(self, x):
-        if x.dim() != 4:
-            raise ValueError(f"BatchNorm2d: expected 4D input (got {x.dim()}D input of shape "
-                             f"{list(x.shape)})")
-        if x.shape[1] != self.num_features:
-            raise ValueError(f"BatchNorm2d: expected input with {self.num_features} channels, got "
-                             f"shape {list(x.shape)}")
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            with no_grad():
-                self.num_batches_tracked.add_(1)
-            if self.momentum is None:
-                factor = 1.0 / self.num_batches_tracked.item()
-        use_batch_stats = self.training or not self.track_running_stats
-        return _C.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                             use_batch_stats, factor, self.eps)
 
 
 class LayerNorm(Module):
@@ -555,19 +689,10 @@ class CausalSelfAttention(Module):
         return self.resid_dropout(self.c_proj(y))
 
 
-class CrossEntropyLoss(Module):
-    def __init__(self, ignore_index=-100, reduction="mean"):
-        super().__init__()
-        self.ignore_index, self.reduction = ignore_index, reduction
+from .layers import *  # noqa: E402,F401,F403  (they subclass Module above)
+from .loss import *  # noqa: E402,F401,F403
+from .rnn import *  # noqa: E402,F401,F403
+from .transformer import *  # noqa: E402,F401,F403
+from . import layers as _layers, loss as _loss, rnn as _rnn, transformer as _transformer  # noqa: E402
 
-    def forward(self, input, target):
-        return _C.cross_entropy(input, target, self.ignore_index, self.reduction)
-
-
-class MSELoss(Module):
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        return _C.mse_loss(input, target, self.reduction)
+__all__ += _layers.__all__ + _loss.__all__ + _rnn.__all__ + _transformer.__all__

@@ -38,6 +38,29 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
                                                   tensor.device))
 
 
+def _fans(tensor):
+    if tensor.dim() < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive = 1
+    for n in tensor.shape[2:]:
+        receptive *= n
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def xavier_uniform_(tensor, gain=1.0):
+    """torch.nn.init.xavier_uniform_: uniform in ±gain * sqrt(6 / (fan_in + fan_out)),
+    from dtr's generator. ValueError for a tensor of fewer than 2 dims."""
+    fan_in, fan_out = _fans(tensor)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound)
+
+
+def xavier_normal_(tensor, gain=1.0):
+    """torch.nn.init.xavier_normal_: normal with std gain * sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _fans(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
 # Fresh tensors, as the C++ layers make their parameters.
 def _constant(shape, value, dtype=None, device=None):
     return _C._init_constant(list(shape), value, dtype, device)

@@ -1,11 +1,10 @@
 #include "eager/data.h"
 
-#include <array>
 #include <numeric>
 #include <utility>
 
 #include "core/error.h"
-#include "core/philox.h"
+#include "eager/data/samplers.h"
 #include "eager/distributed/distributed.h"
 
 namespace dtr::data {
@@ -30,17 +29,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerO
 std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> all(static_cast<size_t>(dataset_size_));
   std::iota(all.begin(), all.end(), int64_t(0));
-  if (shuffle_) {
-    // Fisher–Yates from the top, one 64-bit draw per swap: draw k is the
-    // first two words of Philox block k under key seed + epoch. The modulo's
-    // bias is below n / 2^64.
-    const uint64_t key = seed_ + uint64_t(epoch_);
-    for (int64_t i = dataset_size_ - 1; i > 0; --i) {
-      const std::array<uint32_t, 4> r = philox4x32_10(key, uint64_t(dataset_size_ - 1 - i));
-      const uint64_t draw = (uint64_t(r[1]) << 32) | r[0];
-      std::swap(all[size_t(i)], all[size_t(draw % uint64_t(i + 1))]);
-    }
-  }
+  if (shuffle_) samplers::detail::shuffle_in_place(all.data(), all.size(), seed_ + uint64_t(epoch_), 0);
   const int64_t total = total_size();
   // Pad by repeating the start of the list, or cut the tail.
   for (int64_t i = dataset_size_; i < total; ++i) all.push_back(all[size_t(i % dataset_size_)]);

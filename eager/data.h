@@ -1,5 +1,7 @@
-// Data utilities: which examples of a dataset each rank of a data-parallel
-// job reads.
+// Data utilities (torch::data): datasets (Dataset, MapDataset, MNIST),
+// transforms (Normalize, Stack, Lambda), samplers (Sequential, Random) and
+// make_data_loader, in eager/data/; and which examples of a dataset each rank
+// of a data-parallel job reads:
 //
 //   dtr::data::DistributedSampler sampler(n, {.shuffle = true, .seed = 42});
 //   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -11,6 +13,12 @@
 #include <cstdint>
 #include <optional>
 #include <vector>
+
+#include "eager/data/dataloader.h"
+#include "eager/data/datasets.h"
+#include "eager/data/example.h"
+#include "eager/data/samplers.h"
+#include "eager/data/transforms.h"
 
 namespace dtr::data {
 

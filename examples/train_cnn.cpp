@@ -11,7 +11,7 @@
 //
 // Data: Debian's `dataset-fashion-mnist` package
 // (/usr/share/datasets/fashion-mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz),
-// IDX files read through zlib; --data DIR for another copy. Each epoch visits
+// IDX files read by dtr::data::datasets::read_idx_ubyte; --data DIR for another copy. Each epoch visits
 // the training images in an order drawn from dtr's generator; pixels are
 // scaled to [0, 1] and normalized with the training set's mean and std.
 //
@@ -26,12 +26,8 @@
 //   ./build/examples/train_cnn --epochs 2 --budget-fraction 0.5
 //   ./build/examples/train_cnn --plan --plan-svg plan.svg
 //   ./build/examples/train_cnn --help
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -73,110 +69,36 @@ struct Config {
   examples::PlanFlags plan;
 };
 
-// ---- IDX files through zlib --------------------------------------------------------
+// ---- IDX files through dtr::data ----------------------------------------------------
 
-/// An IDX file (http://yann.lecun.com/exdb/mnist/): a big-endian header
-/// {0, 0, type 0x08 = unsigned byte, number of dims}, the dims as big-endian
-/// uint32, then the bytes row-major.
-struct Idx {
-  std::vector<int64_t> dims;  // dims[0] is the number of items (after --limit)
-  std::vector<uint8_t> bytes;
-};
+/// An IDX file's dimensions (dims[0] the number of items, after --limit) and
+/// bytes.
+using Idx = dtr::data::datasets::IdxFile;
 
-class GzFile {
- public:
-  explicit GzFile(const std::string& path) : path_(path) {
-    errno = 0;
-    f_ = gzopen(path.c_str(), "rb");
-    if (f_ == nullptr) {
-      const int err = errno;
-      if (err == ENOENT) throw DataError(missing_message(path));
-      throw DataError(strprintf("cannot open %s: %s", path.c_str(),
-                                err != 0 ? std::strerror(err) : "out of memory"));
-    }
-  }
-  ~GzFile() {
-    if (f_ != nullptr) gzclose(f_);
-  }
-  GzFile(const GzFile&) = delete;
-  GzFile& operator=(const GzFile&) = delete;
-
-  /// Reads exactly `n` bytes or throws DataError naming `what` and how much
-  /// was there (a truncated file) or zlib's complaint (a corrupt one).
-  void read(void* out, int64_t n, const char* what) {
-    auto* p = static_cast<uint8_t*>(out);
-    int64_t got = 0;
-    while (got < n) {
-      const unsigned chunk = unsigned(std::min<int64_t>(n - got, 1 << 30));
-      const int r = gzread(f_, p + got, chunk);
-      if (r < 0) {
-        int code = 0;
-        const char* message = gzerror(f_, &code);
-        throw DataError(strprintf("%s: cannot read %s: %s (is the file truncated or corrupt?)",
-                                  path_.c_str(), what, message));
-      }
-      if (r == 0) break;
-      got += r;
-    }
-    if (got < n) {
-      throw DataError(strprintf("%s is truncated: %s needs %lld bytes, the file has %lld",
-                                path_.c_str(), what, static_cast<long long>(n),
-                                static_cast<long long>(got)));
-    }
-  }
-
-  static std::string missing_message(const std::string& path) {
-    if (path.rfind(kDefaultData, 0) == 0) {
-      return strprintf("%s not found: install Debian's 'dataset-fashion-mnist' package "
-                       "(sudo apt-get install dataset-fashion-mnist) or pass --data DIR",
-                       path.c_str());
-    }
-    return strprintf("%s: no such file (--data DIR must hold the four Fashion-MNIST files "
-                     "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
-                     "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz)",
+std::string missing_message(const std::string& path) {
+  if (path.rfind(kDefaultData, 0) == 0) {
+    return strprintf("%s not found: install Debian's 'dataset-fashion-mnist' package "
+                     "(sudo apt-get install dataset-fashion-mnist) or pass --data DIR",
                      path.c_str());
   }
-
- private:
-  std::string path_;
-  gzFile f_ = nullptr;
-};
+  return strprintf("%s: no such file (--data DIR must hold the four Fashion-MNIST files "
+                   "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+                   "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz)",
+                   path.c_str());
+}
 
 /// Reads an IDX file of unsigned bytes with `ndims` dimensions, keeping the
-/// first `limit` items (0: all). Throws DataError for a missing, unreadable,
-/// corrupt or truncated file, a wrong magic number or absurd dimensions.
+/// first `limit` items (0: all), through dtr::data::datasets::read_idx_ubyte.
+/// Throws DataError for a missing, unreadable, corrupt or truncated file or
+/// a wrong magic number.
 Idx read_idx(const std::string& path, int ndims, int64_t limit) {
-  GzFile f(path);
-  uint8_t magic[4];
-  f.read(magic, 4, "the IDX header");
-  if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] != ndims) {
-    throw DataError(strprintf(
-        "%s is not an IDX file of unsigned bytes with %d dimensions (magic number "
-        "0x%02x%02x%02x%02x, expected 0x000008%02x)",
-        path.c_str(), ndims, magic[0], magic[1], magic[2], magic[3], ndims));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw DataError(missing_message(path));
+  try {
+    return dtr::data::datasets::read_idx_ubyte(path, ndims, limit);
+  } catch (const dtr::ValueError& e) {
+    throw DataError(e.what());
   }
-  Idx idx;
-  int64_t item_bytes = 1;
-  for (int d = 0; d < ndims; ++d) {
-    uint8_t be[4];
-    f.read(be, 4, "the IDX header");
-    const int64_t n = (int64_t(be[0]) << 24) | (int64_t(be[1]) << 16) | (int64_t(be[2]) << 8) | be[3];
-    if (n <= 0 || n > (int64_t(1) << 26)) {
-      throw DataError(strprintf("%s: dimension %d is %lld, which is not a plausible size",
-                                path.c_str(), d, static_cast<long long>(n)));
-    }
-    idx.dims.push_back(n);
-    if (d > 0) item_bytes *= n;
-  }
-  if (item_bytes > (int64_t(1) << 24)) {
-    throw DataError(strprintf("%s: items of %lld bytes are not plausible", path.c_str(),
-                              static_cast<long long>(item_bytes)));
-  }
-  if (limit > 0) idx.dims[0] = std::min(idx.dims[0], limit);
-  idx.bytes.resize(size_t(idx.dims[0] * item_bytes));
-  f.read(idx.bytes.data(), int64_t(idx.bytes.size()),
-         strprintf("%lld items", static_cast<long long>(idx.dims[0])).c_str());
-  return idx;
 }
 
 struct Dataset {
@@ -410,7 +332,7 @@ int run(int argc, char** argv) {
   std::error_code ec;
   if (!std::filesystem::is_directory(c.data, ec)) {
     throw DataError(c.data == kDefaultData
-                        ? GzFile::missing_message(std::string(kDefaultData) + "/")
+                        ? missing_message(std::string(kDefaultData) + "/")
                         : strprintf("--data %s: not a folder", c.data.c_str()));
   }
   const Dataset train = load_split(c.data, "train", c.limit);

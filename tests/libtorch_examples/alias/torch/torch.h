@@ -1,0 +1,2 @@
+#include <dtr/dtr.h>
+namespace torch = dtr;

@@ -79,6 +79,7 @@ def test_autograd_backward_create_graph():
     assert dtr.autograd.grad(g.sum(), x)[0].tolist() == [6.0, 12.0]
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")  # PyTorch's advice
 def test_tensor_backward_create_graph_like_torch(torch):
     dx, tx = both(torch, arr(3))
     (dx ** 3).sum().backward(create_graph=True)

@@ -131,19 +131,24 @@ int64_t all_ranks_sum(int64_t v) {
   return t.item<int64_t>();
 }
 
+/// Steps 1..last of both, the parameters compared bitwise after each.
+void expect_steps_bitwise(optim::Optimizer& plain, optim::Optimizer& sharded, int last) {
+  for (int s = 1; s <= last; ++s) {
+    steps(plain, s, s);
+    steps(sharded, s, s);
+    for (size_t k = 0; k < shapes().size(); ++k) {
+      EXPECT_TRUE(bitwise_equal(sharded.params()[k], plain.params()[k]))
+          << "rank " << dist::get_rank() << " step " << s << " parameter " << k;
+    }
+  }
+}
+
 void check_steps(Kind kind) {
   auto plain = make(kind, make_params(), false);
   auto sharded = make(kind, make_params(), true);
   ASSERT_TRUE(sharded->zero_redundancy());
   EXPECT_EQ(sharded->process_group()->size(), dist::get_world_size());
-  for (int s = 1; s <= 5; ++s) {
-    steps(*plain, s, s);
-    steps(*sharded, s, s);
-    for (size_t k = 0; k < shapes().size(); ++k) {
-      EXPECT_TRUE(bitwise_equal(sharded->params()[k], plain->params()[k]))
-          << "rank " << dist::get_rank() << " step " << s << " parameter " << k;
-    }
-  }
+  expect_steps_bitwise(*plain, *sharded, 5);
 }
 
 void check_state_bytes(Kind kind) {
@@ -282,6 +287,30 @@ TEST(Zero, SGDConsolidatedStateDictIsTheUnshardedOneBitwise) { check_consolidate
 TEST(Zero, AdamWConsolidatedStateDictIsTheUnshardedOneBitwise) { check_consolidated(Kind::kAdamW); }
 TEST(Zero, SGDFullStateLoadsIntoAnotherShardingAndContinuesBitwise) { check_resume(Kind::kSGD); }
 TEST(Zero, AdamWFullStateLoadsIntoAnotherShardingAndContinuesBitwise) { check_resume(Kind::kAdamW); }
+
+// Parameter groups shard as one flat sequence: each element is updated with
+// its group's options, bitwise as unsharded; a group added before the first
+// step recuts the shards (every rank adds it), one added later is refused.
+TEST(Zero, ParameterGroupsShardBitwiseAndAddParamGroupRecutsBeforeAnyState) {
+  auto make_grouped = [](std::vector<Tensor> ps, bool zero) {
+    const size_t half = ps.size() / 2;
+    std::vector<optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<Tensor>(ps.begin(), ps.begin() + std::ptrdiff_t(half)),
+                        std::make_unique<optim::AdamWOptions>(optim::AdamWOptions(3e-2).weight_decay(0.0)));
+    auto opt = std::make_unique<optim::AdamW>(groups, optim::AdamWOptions(1e-2).weight_decay(0.1).zero_redundancy(zero));
+    opt->add_param_group(optim::OptimizerParamGroup(std::vector<Tensor>(ps.begin() + std::ptrdiff_t(half), ps.end())));
+    return opt;
+  };
+  auto plain = make_grouped(make_params(), false);
+  auto sharded = make_grouped(make_params(), true);
+  ASSERT_EQ(sharded->param_groups().size(), 2u);
+  expect_steps_bitwise(*plain, *sharded, 3);
+  sharded->consolidate_state_dict(0);
+  if (dist::get_rank() == 0) EXPECT_TRUE(same_state(sharded->state_dict(), plain->state_dict()));
+  std::vector<Tensor> late = params_of({{3}});
+  EXPECT_THROW(sharded->add_param_group(optim::OptimizerParamGroup(late)), ValueError);
+  EXPECT_EQ(sharded->param_groups().size(), 2u);
+}
 
 }  // namespace
 }  // namespace dtr

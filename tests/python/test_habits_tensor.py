@@ -83,6 +83,11 @@ HABITS = {
         result = (torch.bmm(a, b), a.bmm(b), torch.mm(a[0], b[0]))""",
     "F.pad": "x = T(A(2, 3)); result = (F.pad(x, (1, 2)), F.pad(x, (1, 1, 2, 0), value=-1.0))",
     "x.flip(0, 1), x.roll(1, 0), x.repeat(2, 1)": "x = T(A(2, 3)); result = (x.flip(0, 1), x.roll(1, 0), x.repeat(2, 1), x.repeat_interleave(2, dim=0))",
+    "F.kl_div": """
+        logp, t = F.log_softmax(T(A(3, 4)), dim=1), F.softmax(T(A(3, 4) * 2), dim=1)
+        t = t * (T(A(3, 4)) > 0.2)
+        result = (F.kl_div(logp, t, reduction='batchmean'), F.kl_div(logp, t, reduction='none'),
+                  F.kl_div(logp, t.log_softmax(1), reduction='sum', log_target=True))""",
     "x.split([1, 2]), x.chunk(2)": "x = T(A(3, 2)); result = (x.split([1, 2]), x.chunk(2), torch.split(x, 2))",
     # ---- creation ---------------------------------------------------------------------
     "torch.Tensor([1, 2]), torch.Tensor(2, 3).shape": "result = (torch.Tensor([1, 2]), list(torch.Tensor(2, 3).shape), torch.Tensor([[1, 2]]).dtype == torch.float32)",

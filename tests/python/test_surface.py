@@ -23,6 +23,8 @@ OPS_H_EXCLUDED = {
     "from_blob": "raw pointer + deleter; Python: dtr.from_numpy / dtr.from_dlpack",
     # Python spells it x[start:stop:step] (the indexing core calls slice).
     "slice": "Python: x[a:b:c] (eager/indexing.h)",
+    # libtorch's second name for cross_entropy; Python has one.
+    "cross_entropy_loss": "Python: F.cross_entropy",
 }
 
 # Registry rows whose PyTorch spelling is another name, and which one.

@@ -331,6 +331,25 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return _C.interpolate(input, size, scale_factor, mode, align_corners)
 
 
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """torch.nn.functional.kl_div: target * (log(target) - input) pointwise (input holds
+    log-probabilities; 0 where target is 0), or exp(target) * (target - input) with
+    log_target; reduction "mean" (over every element), "batchmean" (sum / input.size(0)),
+    "sum" or "none". Shapes must match (ValueError)."""
+    _unsupported("kl_div", size_average=size_average, reduce=reduce)
+    batchmean = reduction == "batchmean"
+    _pointwise_loss("kl_div", input, target, "sum" if batchmean else reduction)
+    if log_target:
+        loss = _C.exp(target) * (target - input)
+    else:
+        positive = target > 0
+        safe = _C.where(positive, target, _C.ones_like(target))
+        loss = _C.where(positive, target * _C.log(safe), _C.zeros_like(target)) - target * input
+    if batchmean:
+        return _C.sum(loss, None, False) / (input.shape[0] if input.dim() > 0 else 1)
+    return _reduce(loss, reduction)
+
+
 def one_hot(tensor, num_classes=-1):
     """int64 indices (*) → int64 (*, num_classes); -1 infers max + 1."""
     return _C.one_hot(tensor, num_classes)
@@ -341,7 +360,7 @@ def pad(input, pad, mode="constant", value=None):
     return _C.pad(input, list(pad), mode, value)
 
 
-__all__ += ["conv_transpose2d", "dropout2d", "group_norm", "interpolate", "one_hot", "pad"]
+__all__ += ["conv_transpose2d", "dropout2d", "group_norm", "interpolate", "kl_div", "one_hot", "pad"]
 
 
 # ---- activations as compositions of registry ops -------------------------------------------

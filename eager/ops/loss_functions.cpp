@@ -150,7 +150,10 @@ Tensor cross_entropy_loss(const Tensor& input, const Tensor& target, const Tenso
                           LossReduction reduction, int64_t ignore_index, double label_smoothing) {
   DTR_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
             "cross_entropy: label_smoothing must be between 0.0 and 1.0, got {}", label_smoothing);
-  if (input.defined() && target.defined() && is_floating(target.dtype())) {
+  // As PyTorch, a target of input's shape holds probabilities; any other is
+  // class indices (and must be int64).
+  if (input.defined() && target.defined() && is_floating(target.dtype()) &&
+      input.sizes() == target.sizes()) {
     return probability_cross_entropy(input, target, weight, reduction, label_smoothing);
   }
   if (!weight.defined() && label_smoothing == 0.0) {

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "eager/arg.h"
 #include "eager/nn/state_dict.h"
 #include "eager/tensor.h"
 
@@ -155,20 +156,6 @@ class Optimizer {
   std::optional<StateDict> consolidated_;  // rank `to`'s, after consolidate_state_dict
 };
 
-/// Declares an option `name` of type T with libtorch's TORCH_ARG accessors:
-/// `name(v)` sets it and returns the options (so setters chain), `name()`
-/// reads it (a mutable reference on non-const options).
-#define DTR_ARG(T, name)                                          \
- public:                                                          \
-  auto name(const T& new_##name)->decltype(*this) {               \
-    this->name##_ = new_##name;                                   \
-    return *this;                                                 \
-  }                                                               \
-  const T& name() const noexcept { return this->name##_; }        \
-  T& name() noexcept { return this->name##_; }                    \
-                                                                  \
- private:                                                         \
-  T name##_
 
 /// torch::optim::SGDOptions: `SGDOptions(0.01).momentum(0.9).weight_decay(1e-4)`;
 /// a double converts to the options, so `SGD(params, 0.01)` works as in libtorch.

@@ -34,42 +34,42 @@ using dtr::Tensor;
 
 struct Mlp : dtr::nn::Module {
   Mlp() : Module("Mlp") {
-    fc1 = register_module("fc1", std::make_shared<dtr::nn::Linear>(784, 512));
-    fc2 = register_module("fc2", std::make_shared<dtr::nn::Linear>(512, 512));
-    fc3 = register_module("fc3", std::make_shared<dtr::nn::Linear>(512, 10));
+    fc1 = register_module("fc1", dtr::nn::Linear(784, 512));
+    fc2 = register_module("fc2", dtr::nn::Linear(512, 512));
+    fc3 = register_module("fc3", dtr::nn::Linear(512, 10));
   }
   Tensor forward(const Tensor& x) {
     return fc3->forward(dtr::gelu(fc2->forward(dtr::gelu(fc1->forward(x)))));
   }
-  std::shared_ptr<dtr::nn::Linear> fc1, fc2, fc3;
+  dtr::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
 };
 
 struct Block : dtr::nn::Module {
   explicit Block(int64_t d, int64_t heads) : Module("Block") {
-    ln_1 = register_module("ln_1", std::make_shared<dtr::nn::LayerNorm>(std::vector<int64_t>{d}));
-    attn = register_module("attn", std::make_shared<dtr::nn::CausalSelfAttention>(d, heads));
-    ln_2 = register_module("ln_2", std::make_shared<dtr::nn::LayerNorm>(std::vector<int64_t>{d}));
-    c_fc = register_module("c_fc", std::make_shared<dtr::nn::Linear>(d, 4 * d));
-    c_proj = register_module("c_proj", std::make_shared<dtr::nn::Linear>(4 * d, d));
+    ln_1 = register_module("ln_1", dtr::nn::LayerNorm(std::vector<int64_t>{d}));
+    attn = register_module("attn", dtr::nn::CausalSelfAttention(d, heads));
+    ln_2 = register_module("ln_2", dtr::nn::LayerNorm(std::vector<int64_t>{d}));
+    c_fc = register_module("c_fc", dtr::nn::Linear(d, 4 * d));
+    c_proj = register_module("c_proj", dtr::nn::Linear(4 * d, d));
   }
   Tensor forward(const Tensor& x) {
     Tensor h = dtr::add(x, attn->forward(ln_1->forward(x)));
     return dtr::add(h, c_proj->forward(dtr::gelu(c_fc->forward(ln_2->forward(h)))));
   }
-  std::shared_ptr<dtr::nn::LayerNorm> ln_1, ln_2;
-  std::shared_ptr<dtr::nn::CausalSelfAttention> attn;
-  std::shared_ptr<dtr::nn::Linear> c_fc, c_proj;
+  dtr::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  dtr::nn::CausalSelfAttention attn{nullptr};
+  dtr::nn::Linear c_fc{nullptr}, c_proj{nullptr};
 };
 
 struct Transformer : dtr::nn::Module {
   Transformer(int64_t vocab, int64_t block_size, int64_t d, int64_t heads, int64_t layers)
       : Module("Transformer") {
-    wte = register_module("wte", std::make_shared<dtr::nn::Embedding>(vocab, d));
-    wpe = register_module("wpe", std::make_shared<dtr::nn::Embedding>(block_size, d));
+    wte = register_module("wte", dtr::nn::Embedding(vocab, d));
+    wpe = register_module("wpe", dtr::nn::Embedding(block_size, d));
     for (int64_t i = 0; i < layers; ++i)
       blocks.push_back(register_module("h" + std::to_string(i), std::make_shared<Block>(d, heads)));
-    ln_f = register_module("ln_f", std::make_shared<dtr::nn::LayerNorm>(std::vector<int64_t>{d}));
-    lm_head = register_module("lm_head", std::make_shared<dtr::nn::Linear>(d, vocab, false));
+    ln_f = register_module("ln_f", dtr::nn::LayerNorm(std::vector<int64_t>{d}));
+    lm_head = register_module("lm_head", dtr::nn::Linear(d, vocab, false));
   }
   /// idx int64 (B, T) → logits (B, T, vocab).
   Tensor forward(const Tensor& idx) {
@@ -78,10 +78,10 @@ struct Transformer : dtr::nn::Module {
     for (auto& b : blocks) x = b->forward(x);
     return lm_head->forward(ln_f->forward(x));
   }
-  std::shared_ptr<dtr::nn::Embedding> wte, wpe;
+  dtr::nn::Embedding wte{nullptr}, wpe{nullptr};
   std::vector<std::shared_ptr<Block>> blocks;
-  std::shared_ptr<dtr::nn::LayerNorm> ln_f;
-  std::shared_ptr<dtr::nn::Linear> lm_head;
+  dtr::nn::LayerNorm ln_f{nullptr};
+  dtr::nn::Linear lm_head{nullptr};
 };
 
 struct Timing {

@@ -204,14 +204,17 @@ Tensor checkpoint_sequential(const std::vector<std::function<Tensor(const Tensor
   return run(start, n)(h);
 }
 
-Tensor checkpoint_sequential(const nn::Sequential& modules, int64_t segments, const Tensor& input) {
+Tensor checkpoint_sequential(const nn::SequentialImpl& modules, int64_t segments, const Tensor& input) {
   std::vector<std::function<Tensor(const Tensor&)>> functions;
   functions.reserve(modules.size());
-  for (size_t i = 0; i < modules.size(); ++i) {
-    std::shared_ptr<nn::UnaryModule> m = modules[i];
-    functions.emplace_back([m](const Tensor& x) { return m->forward(x); });
+  for (const nn::AnyModule& m : modules) {
+    functions.emplace_back([m](const Tensor& x) { return m.forward(x); });
   }
   return checkpoint_sequential(functions, segments, input);
+}
+
+Tensor checkpoint_sequential(const nn::Sequential& modules, int64_t segments, const Tensor& input) {
+  return checkpoint_sequential(*modules, segments, input);
 }
 
 }  // namespace dtr

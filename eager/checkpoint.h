@@ -78,6 +78,8 @@ Tensor checkpoint_sequential(const std::vector<std::function<Tensor(const Tensor
 
 /// checkpoint_sequential over the children of `modules`, in order (PyTorch
 /// accepts an nn.Sequential the same way). Same semantics and errors.
+Tensor checkpoint_sequential(const nn::SequentialImpl& modules, int64_t segments, const Tensor& input);
+/// As above, through the holder (ValueError when it is empty).
 Tensor checkpoint_sequential(const nn::Sequential& modules, int64_t segments, const Tensor& input);
 
 }  // namespace dtr

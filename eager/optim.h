@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "eager/arg.h"
 #include "eager/nn/state_dict.h"
 #include "eager/tensor.h"
 
@@ -301,20 +302,6 @@ class Optimizer {
   std::optional<StateDict> consolidated_;  // rank `to`'s, after consolidate_state_dict
 };
 
-/// Declares an option `name` of type T with libtorch's TORCH_ARG accessors:
-/// `name(v)` sets it and returns the options (so setters chain), `name()`
-/// reads it (a mutable reference on non-const options).
-#define DTR_ARG(T, name)                                          \
- public:                                                          \
-  auto name(const T& new_##name)->decltype(*this) {               \
-    this->name##_ = new_##name;                                   \
-    return *this;                                                 \
-  }                                                               \
-  const T& name() const noexcept { return this->name##_; }        \
-  T& name() noexcept { return this->name##_; }                    \
-                                                                  \
- private:                                                         \
-  T name##_
 
 /// The option pair every optimizer's options have, read from the options
 /// given to the constructor (a group's own copy is ignored):

@@ -164,61 +164,58 @@ std::vector<int64_t> shuffled(int64_t n) {
 
 // ---- model ----------------------------------------------------------------------------
 
-std::shared_ptr<dtr::nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
-  return std::make_shared<dtr::nn::Conv2d>(in, out, k, stride, /*padding=*/k / 2, /*dilation=*/1,
+dtr::nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
+  return dtr::nn::Conv2d(in, out, k, stride, /*padding=*/k / 2, /*dilation=*/1,
                                            /*groups=*/1, /*bias=*/false);
 }
 
-class ResidualBlock : public dtr::nn::UnaryModule {
+class ResidualBlockImpl : public dtr::nn::Module {
  public:
-  ResidualBlock(int64_t in, int64_t out, int64_t stride) : UnaryModule("ResidualBlock") {
+  ResidualBlockImpl(int64_t in, int64_t out, int64_t stride) : Module("ResidualBlock") {
     conv1 = register_module("conv1", conv(in, out, 3, stride));
-    bn1 = register_module("bn1", std::make_shared<dtr::nn::BatchNorm2d>(out));
+    bn1 = register_module("bn1", dtr::nn::BatchNorm2d(out));
     conv2 = register_module("conv2", conv(out, out, 3, 1));
-    bn2 = register_module("bn2", std::make_shared<dtr::nn::BatchNorm2d>(out));
+    bn2 = register_module("bn2", dtr::nn::BatchNorm2d(out));
     if (stride != 1 || in != out) {
-      shortcut = register_module("shortcut", std::make_shared<dtr::nn::Sequential>(
-                                                 std::initializer_list<std::shared_ptr<dtr::nn::UnaryModule>>{
-                                                     conv(in, out, 1, stride),
-                                                     std::make_shared<dtr::nn::BatchNorm2d>(out)}));
+      shortcut = register_module("shortcut", dtr::nn::Sequential(conv(in, out, 1, stride),
+                                                     dtr::nn::BatchNorm2d(out)));
     }
   }
   /// x (N, in, H, W) → (N, out, H/stride, W/stride)
-  Tensor forward(const Tensor& x) override {
-    const Tensor y = bn2->forward(conv2->forward(dtr::relu(bn1->forward(conv1->forward(x)))));
-    return dtr::relu(y + (shortcut ? shortcut->forward(x) : x));
+  Tensor forward(const Tensor& x) {
+    const Tensor y = bn2(conv2(dtr::relu(bn1(conv1(x)))));
+    return dtr::relu(y + (shortcut ? shortcut(x) : x));
   }
-  std::shared_ptr<dtr::nn::Conv2d> conv1, conv2;
-  std::shared_ptr<dtr::nn::BatchNorm2d> bn1, bn2;
-  std::shared_ptr<dtr::nn::Sequential> shortcut;  // null for the identity
+  dtr::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  dtr::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  dtr::nn::Sequential shortcut{nullptr};  // null for the identity
 };
+TORCH_MODULE(ResidualBlock);
 
 class ResNet : public dtr::nn::Module {
  public:
   ResNet(int64_t width, int64_t blocks) : Module("ResNet") {
-    stem = register_module("stem", std::make_shared<dtr::nn::Sequential>(
-                                       std::initializer_list<std::shared_ptr<dtr::nn::UnaryModule>>{
-                                           conv(1, width, 3, 1),
-                                           std::make_shared<dtr::nn::BatchNorm2d>(width),
-                                           std::make_shared<dtr::nn::ReLU>()}));
-    layers = register_module("layers", std::make_shared<dtr::nn::Sequential>());
+    stem = register_module("stem", dtr::nn::Sequential(conv(1, width, 3, 1),
+                                           dtr::nn::BatchNorm2d(width),
+                                           dtr::nn::ReLU()));
+    layers = register_module("layers", dtr::nn::Sequential());
     int64_t in = width;
     for (int64_t stage = 0; stage < 3; ++stage) {
       const int64_t out = width << stage;
       for (int64_t b = 0; b < blocks; ++b) {
-        layers->push_back(std::make_shared<ResidualBlock>(in, out, (stage > 0 && b == 0) ? 2 : 1));
+        layers->push_back(ResidualBlock(in, out, (stage > 0 && b == 0) ? 2 : 1));
         in = out;
       }
     }
-    fc = register_module("fc", std::make_shared<dtr::nn::Linear>(in, kClasses));
+    fc = register_module("fc", dtr::nn::Linear(in, kClasses));
   }
   /// x (N, 1, H, W) → logits (N, 10)
   Tensor forward(const Tensor& x) {
-    const Tensor features = layers->forward(stem->forward(x));       // (N, 4w, H/4, W/4)
-    return fc->forward(dtr::mean(features, {2, 3}));                 // global average pool
+    const Tensor features = layers(stem(x));            // (N, 4w, H/4, W/4)
+    return fc(dtr::mean(features, {2, 3}));             // global average pool
   }
-  std::shared_ptr<dtr::nn::Sequential> stem, layers;
-  std::shared_ptr<dtr::nn::Linear> fc;
+  dtr::nn::Sequential stem{nullptr}, layers{nullptr};
+  dtr::nn::Linear fc{nullptr};
 };
 
 // ---- training -----------------------------------------------------------------------------

@@ -204,70 +204,70 @@ Batch sample_batch(const Split& split, int64_t B, int64_t T, const Ranks& ranks)
 
 // ---- model ----------------------------------------------------------------------
 
-class Mlp : public dtr::nn::UnaryModule {
+class MlpImpl : public dtr::nn::Module {
  public:
-  Mlp(int64_t n_embd, double dropout) : UnaryModule("Mlp") {
-    c_fc = register_module("c_fc", std::make_shared<dtr::nn::Linear>(n_embd, 4 * n_embd));
-    c_proj = register_module("c_proj", std::make_shared<dtr::nn::Linear>(4 * n_embd, n_embd));
-    drop = register_module("dropout", std::make_shared<dtr::nn::Dropout>(dropout));
+  MlpImpl(int64_t n_embd, double dropout) : Module("Mlp") {
+    c_fc = register_module("c_fc", dtr::nn::Linear(n_embd, 4 * n_embd));
+    c_proj = register_module("c_proj", dtr::nn::Linear(4 * n_embd, n_embd));
+    drop = register_module("dropout", dtr::nn::Dropout(dropout));
   }
   /// x (B, T, C) → (B, T, C)
-  Tensor forward(const Tensor& x) override {
-    return drop->forward(c_proj->forward(dtr::gelu(c_fc->forward(x))));
-  }
-  std::shared_ptr<dtr::nn::Linear> c_fc, c_proj;
-  std::shared_ptr<dtr::nn::Dropout> drop;
+  Tensor forward(const Tensor& x) { return drop(c_proj(dtr::gelu(c_fc(x)))); }
+  dtr::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+  dtr::nn::Dropout drop{nullptr};
 };
+TORCH_MODULE(Mlp);
 
-class Block : public dtr::nn::UnaryModule {
+class BlockImpl : public dtr::nn::Module {
  public:
-  Block(int64_t n_embd, int64_t n_head, double dropout, double attn_dropout)
-      : UnaryModule("Block") {
+  BlockImpl(int64_t n_embd, int64_t n_head, double dropout, double attn_dropout)
+      : Module("Block") {
     const std::vector<int64_t> C{n_embd};
-    ln_1 = register_module("ln_1", std::make_shared<dtr::nn::LayerNorm>(C));
+    ln_1 = register_module("ln_1", dtr::nn::LayerNorm(C));
     attn = register_module(
-        "attn", std::make_shared<dtr::nn::CausalSelfAttention>(n_embd, n_head, attn_dropout));
-    ln_2 = register_module("ln_2", std::make_shared<dtr::nn::LayerNorm>(C));
-    mlp = register_module("mlp", std::make_shared<Mlp>(n_embd, dropout));
+        "attn", dtr::nn::CausalSelfAttention(n_embd, n_head, attn_dropout));
+    ln_2 = register_module("ln_2", dtr::nn::LayerNorm(C));
+    mlp = register_module("mlp", Mlp(n_embd, dropout));
   }
   /// x (B, T, C) → (B, T, C)
-  Tensor forward(const Tensor& x) override {
-    const Tensor h = x + attn->forward(ln_1->forward(x));
-    return h + mlp->forward(ln_2->forward(h));
+  Tensor forward(const Tensor& x) {
+    const Tensor h = x + attn(ln_1(x));
+    return h + mlp(ln_2(h));
   }
-  std::shared_ptr<dtr::nn::LayerNorm> ln_1, ln_2;
-  std::shared_ptr<dtr::nn::CausalSelfAttention> attn;
-  std::shared_ptr<Mlp> mlp;
+  dtr::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  dtr::nn::CausalSelfAttention attn{nullptr};
+  Mlp mlp{nullptr};
 };
+TORCH_MODULE(Block);
 
 class Gpt : public dtr::nn::Module {
  public:
   explicit Gpt(const Config& c) : Module("Gpt"), block_size(c.seq_len) {
-    wte = register_module("wte", std::make_shared<dtr::nn::Embedding>(kVocab, c.n_embd));
-    wpe = register_module("wpe", std::make_shared<dtr::nn::Embedding>(c.seq_len, c.n_embd));
-    drop = register_module("drop", std::make_shared<dtr::nn::Dropout>(c.dropout));
-    h = register_module("h", std::make_shared<dtr::nn::Sequential>());
+    wte = register_module("wte", dtr::nn::Embedding(kVocab, c.n_embd));
+    wpe = register_module("wpe", dtr::nn::Embedding(c.seq_len, c.n_embd));
+    drop = register_module("drop", dtr::nn::Dropout(c.dropout));
+    h = register_module("h", dtr::nn::Sequential());
     for (int64_t i = 0; i < c.n_layer; ++i)
-      h->push_back(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, c.attn_dropout));
-    ln_f = register_module("ln_f", std::make_shared<dtr::nn::LayerNorm>(std::vector<int64_t>{c.n_embd}));
-    lm_head = register_module("lm_head", std::make_shared<dtr::nn::Linear>(c.n_embd, kVocab, false));
+      h->push_back(Block(c.n_embd, c.n_head, c.dropout, c.attn_dropout));
+    ln_f = register_module("ln_f", dtr::nn::LayerNorm(std::vector<int64_t>{c.n_embd}));
+    lm_head = register_module("lm_head", dtr::nn::Linear(c.n_embd, kVocab, false));
     init_gpt2(c.n_layer);
   }
 
   /// idx int64 (B, T) with T ≤ block_size → logits float32 (B, T, 256).
   Tensor forward(const Tensor& idx) {
     const Tensor pos = dtr::arange(idx.size(1), dtr::TensorOptions(dtr::kInt64).device(idx.device()));
-    const Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));
-    return lm_head->forward(ln_f->forward(h->forward(x)));
+    const Tensor x = drop(wte(idx) + wpe(pos));
+    return lm_head(ln_f(h(x)));
   }
 
   int64_t block_size;
   dtr::Device device;  // where the weights live (--device)
-  std::shared_ptr<dtr::nn::Embedding> wte, wpe;
-  std::shared_ptr<dtr::nn::Dropout> drop;
-  std::shared_ptr<dtr::nn::Sequential> h;
-  std::shared_ptr<dtr::nn::LayerNorm> ln_f;
-  std::shared_ptr<dtr::nn::Linear> lm_head;
+  dtr::nn::Embedding wte{nullptr}, wpe{nullptr};
+  dtr::nn::Dropout drop{nullptr};
+  dtr::nn::Sequential h{nullptr};
+  dtr::nn::LayerNorm ln_f{nullptr};
+  dtr::nn::Linear lm_head{nullptr};
 
  private:
   // GPT-2's initialization: weights N(0, 0.02), the projections that write

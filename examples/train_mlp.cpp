@@ -67,10 +67,10 @@ double accuracy(const dtr::Tensor& logits, const dtr::Tensor& y) {
 dtr::nn::Sequential make_model() {
   dtr::nn::Sequential model;
   for (int64_t layer = 0; layer < kDepth; ++layer) {
-    model.push_back(std::make_shared<dtr::nn::Linear>(layer == 0 ? kInputs : kHidden, kHidden));
-    model.push_back(std::make_shared<dtr::nn::GELU>());
+    model->push_back(dtr::nn::Linear(layer == 0 ? kInputs : kHidden, kHidden));
+    model->push_back(dtr::nn::GELU());
   }
-  model.push_back(std::make_shared<dtr::nn::Linear>(kHidden, kClasses));
+  model->push_back(dtr::nn::Linear(kHidden, kClasses));
   return model;
 }
 
@@ -86,7 +86,7 @@ struct Trainer {
         teacher((dtr::manual_seed(seed), dtr::randn({kInputs, kClasses}))),
         model(make_model()),
         opt(std::make_unique<dtr::optim::AdamW>(
-            model.parameters(), dtr::optim::AdamWOptions(1e-3).weight_decay(0.01))) {}
+            model->parameters(), dtr::optim::AdamWOptions(1e-3).weight_decay(0.01))) {}
 
   /// One optimizer step on a fresh batch; returns the loss.
   double step() {
@@ -94,7 +94,7 @@ struct Trainer {
     {
       const Batch b = next_batch(teacher, batch);
       opt->zero_grad();
-      const dtr::Tensor loss = dtr::cross_entropy(model.forward(b.x), b.y);
+      const dtr::Tensor loss = dtr::cross_entropy(model->forward(b.x), b.y);
       loss.backward();
       loss_value = loss.item<double>();
     }  // Dropping the loss lets the runtime prune its lineage before the update.
@@ -137,7 +137,7 @@ int run(int argc, char** argv) {
 
   Trainer t(uint64_t(c.seed), c.batch);
   int64_t n_params = 0;
-  for (const dtr::Tensor& p : t.model.parameters()) n_params += p.numel();
+  for (const dtr::Tensor& p : t.model->parameters()) n_params += p.numel();
   std::printf("train_mlp: %lld parameters, batch %lld, %lld steps, budget %s\n",
               static_cast<long long>(n_params), static_cast<long long>(c.batch),
               static_cast<long long>(c.steps),
@@ -159,12 +159,12 @@ int run(int argc, char** argv) {
   }
   const dtr::remat::Stats s = run_stats.total();
 
-  t.model.eval();
+  t.model->eval();
   const Batch test = next_batch(t.teacher, c.batch);
   dtr::Tensor logits;
   {
     dtr::NoGradGuard no_grad;
-    logits = t.model.forward(test.x);
+    logits = t.model->forward(test.x);
   }
   std::printf("final loss %.6f  held-out accuracy %.3f  (%.2f s, %.1f ms/step)\n", loss_value,
               accuracy(logits, test.y), seconds, 1e3 * seconds / double(c.steps));

@@ -11,10 +11,10 @@ class ChainModel : public nn::Module {
  public:
   ChainModel(int64_t n, int64_t width) : Module("Chain") {
     for (int64_t i = 0; i < n; ++i) {
-      layers.push_back(register_module(std::to_string(i), std::make_shared<nn::Linear>(width, width)));
+      layers.push_back(register_module(std::to_string(i), nn::Linear(width, width)));
     }
   }
-  std::vector<std::shared_ptr<nn::Linear>> layers;
+  std::vector<nn::Linear> layers;
 };
 
 class Chain final : public Workload {
@@ -26,7 +26,7 @@ class Chain final : public Workload {
     manual_seed(seed);
     auto model = std::make_shared<ChainModel>(shape.layers, shape.width);
     for (const auto& linear : model->layers) {
-      units_.push_back([linear](const Tensor& x) { return gelu(linear->forward(x)); });
+      units_.push_back([linear = linear.ptr()](const Tensor& x) { return gelu(linear->forward(x)); });
     }
     x_ = randn({shape.batch, shape.width});       // (batch, width)
     target_ = randn({shape.batch, shape.width});  // (batch, width)

@@ -16,41 +16,41 @@ constexpr double kDropout = 0.1;
 class Block : public nn::UnaryModule {
  public:
   Block() : UnaryModule("Block") {
-    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{kEmbd}));
-    attn = register_module("attn", std::make_shared<nn::CausalSelfAttention>(kEmbd, kHeads));
-    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{kEmbd}));
-    c_fc = register_module("c_fc", std::make_shared<nn::Linear>(kEmbd, 4 * kEmbd));
-    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * kEmbd, kEmbd));
-    drop = register_module("drop", std::make_shared<nn::Dropout>(kDropout));
+    ln_1 = register_module("ln_1", nn::LayerNorm(std::vector<int64_t>{kEmbd}));
+    attn = register_module("attn", nn::CausalSelfAttention(kEmbd, kHeads));
+    ln_2 = register_module("ln_2", nn::LayerNorm(std::vector<int64_t>{kEmbd}));
+    c_fc = register_module("c_fc", nn::Linear(kEmbd, 4 * kEmbd));
+    c_proj = register_module("c_proj", nn::Linear(4 * kEmbd, kEmbd));
+    drop = register_module("drop", nn::Dropout(kDropout));
   }
   /// x (B, T, C) → (B, T, C)
   Tensor forward(const Tensor& x) override {
     const Tensor h = x + attn->forward(ln_1->forward(x));
     return h + drop->forward(c_proj->forward(gelu(c_fc->forward(ln_2->forward(h)))));
   }
-  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
-  std::shared_ptr<nn::CausalSelfAttention> attn;
-  std::shared_ptr<nn::Linear> c_fc, c_proj;
-  std::shared_ptr<nn::Dropout> drop;
+  nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  nn::CausalSelfAttention attn{nullptr};
+  nn::Linear c_fc{nullptr}, c_proj{nullptr};
+  nn::Dropout drop{nullptr};
 };
 
 class GptModel : public nn::Module {
  public:
   GptModel() : Module("Gpt") {
-    wte = register_module("wte", std::make_shared<nn::Embedding>(kVocab, kEmbd));
-    wpe = register_module("wpe", std::make_shared<nn::Embedding>(kSeq, kEmbd));
-    drop = register_module("drop", std::make_shared<nn::Dropout>(kDropout));
+    wte = register_module("wte", nn::Embedding(kVocab, kEmbd));
+    wpe = register_module("wpe", nn::Embedding(kSeq, kEmbd));
+    drop = register_module("drop", nn::Dropout(kDropout));
     for (int64_t i = 0; i < kLayers; ++i) {
       blocks.push_back(register_module("h" + std::to_string(i), std::make_shared<Block>()));
     }
-    ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{kEmbd}));
-    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(kEmbd, kVocab, false));
+    ln_f = register_module("ln_f", nn::LayerNorm(std::vector<int64_t>{kEmbd}));
+    lm_head = register_module("lm_head", nn::Linear(kEmbd, kVocab, false));
   }
-  std::shared_ptr<nn::Embedding> wte, wpe;
-  std::shared_ptr<nn::Dropout> drop;
+  nn::Embedding wte{nullptr}, wpe{nullptr};
+  nn::Dropout drop{nullptr};
   std::vector<std::shared_ptr<Block>> blocks;
-  std::shared_ptr<nn::LayerNorm> ln_f;
-  std::shared_ptr<nn::Linear> lm_head;
+  nn::LayerNorm ln_f{nullptr};
+  nn::Linear lm_head{nullptr};
 };
 
 class Gpt final : public Workload {

@@ -38,15 +38,15 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
 class Block : public nn::Module {
  public:
   Block() : Module("LlamaBlock") {
-    attention_norm = register_module("attention_norm", std::make_shared<nn::RMSNorm>(std::vector<int64_t>{kEmbd}, kEps));
-    wq = register_module("wq", std::make_shared<nn::Linear>(kEmbd, kHeads * kHeadDim, false));
-    wk = register_module("wk", std::make_shared<nn::Linear>(kEmbd, kKvHeads * kHeadDim, false));
-    wv = register_module("wv", std::make_shared<nn::Linear>(kEmbd, kKvHeads * kHeadDim, false));
-    wo = register_module("wo", std::make_shared<nn::Linear>(kHeads * kHeadDim, kEmbd, false));
-    ffn_norm = register_module("ffn_norm", std::make_shared<nn::RMSNorm>(std::vector<int64_t>{kEmbd}, kEps));
-    w1 = register_module("w1", std::make_shared<nn::Linear>(kEmbd, kHidden, false));
-    w2 = register_module("w2", std::make_shared<nn::Linear>(kHidden, kEmbd, false));
-    w3 = register_module("w3", std::make_shared<nn::Linear>(kEmbd, kHidden, false));
+    attention_norm = register_module("attention_norm", nn::RMSNorm(std::vector<int64_t>{kEmbd}, kEps));
+    wq = register_module("wq", nn::Linear(kEmbd, kHeads * kHeadDim, false));
+    wk = register_module("wk", nn::Linear(kEmbd, kKvHeads * kHeadDim, false));
+    wv = register_module("wv", nn::Linear(kEmbd, kKvHeads * kHeadDim, false));
+    wo = register_module("wo", nn::Linear(kHeads * kHeadDim, kEmbd, false));
+    ffn_norm = register_module("ffn_norm", nn::RMSNorm(std::vector<int64_t>{kEmbd}, kEps));
+    w1 = register_module("w1", nn::Linear(kEmbd, kHidden, false));
+    w2 = register_module("w2", nn::Linear(kHidden, kEmbd, false));
+    w3 = register_module("w3", nn::Linear(kEmbd, kHidden, false));
   }
   /// x (B, T, C) → (B, T, C); cos_t and sin_t (T, head size) are the rotary angles'.
   Tensor forward(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
@@ -63,24 +63,24 @@ class Block : public nn::Module {
     const Tensor n2 = ffn_norm->forward(h);
     return h + w2->forward(silu(w1->forward(n2)) * w3->forward(n2));
   }
-  std::shared_ptr<nn::RMSNorm> attention_norm, ffn_norm;
-  std::shared_ptr<nn::Linear> wq, wk, wv, wo, w1, w2, w3;
+  nn::RMSNorm attention_norm{nullptr}, ffn_norm{nullptr};
+  nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr}, w1{nullptr}, w2{nullptr}, w3{nullptr};
 };
 
 class LlamaModel : public nn::Module {
  public:
   LlamaModel() : Module("Llama") {
-    tok_embeddings = register_module("tok_embeddings", std::make_shared<nn::Embedding>(kVocab, kEmbd));
+    tok_embeddings = register_module("tok_embeddings", nn::Embedding(kVocab, kEmbd));
     for (int64_t i = 0; i < kLayers; ++i) {
       layers.push_back(register_module("layers" + std::to_string(i), std::make_shared<Block>()));
     }
-    norm = register_module("norm", std::make_shared<nn::RMSNorm>(std::vector<int64_t>{kEmbd}, kEps));
-    output = register_module("output", std::make_shared<nn::Linear>(kEmbd, kVocab, false));
+    norm = register_module("norm", nn::RMSNorm(std::vector<int64_t>{kEmbd}, kEps));
+    output = register_module("output", nn::Linear(kEmbd, kVocab, false));
   }
-  std::shared_ptr<nn::Embedding> tok_embeddings;
+  nn::Embedding tok_embeddings{nullptr};
   std::vector<std::shared_ptr<Block>> layers;
-  std::shared_ptr<nn::RMSNorm> norm;
-  std::shared_ptr<nn::Linear> output;
+  nn::RMSNorm norm{nullptr};
+  nn::Linear output{nullptr};
 };
 
 class Llama final : public Workload {

@@ -30,19 +30,19 @@ constexpr double kEps = 1e-5, kAuxWeight = 0.01;
 class Expert : public nn::UnaryModule {
  public:
   Expert() : UnaryModule("Expert") {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(kEmbd, kHidden));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(kHidden, kEmbd));
+    fc1 = register_module("fc1", nn::Linear(kEmbd, kHidden));
+    fc2 = register_module("fc2", nn::Linear(kHidden, kEmbd));
   }
   /// x (n, C) → (n, C)
   Tensor forward(const Tensor& x) override { return fc2->forward(silu(fc1->forward(x))); }
-  std::shared_ptr<nn::Linear> fc1, fc2;
+  nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
 class MoeLayer : public nn::Module {
  public:
   MoeLayer() : Module("MoeLayer") {
-    norm = register_module("norm", std::make_shared<nn::RMSNorm>(std::vector<int64_t>{kEmbd}, kEps));
-    router = register_module("router", std::make_shared<nn::Linear>(kEmbd, kExperts, false));
+    norm = register_module("norm", nn::RMSNorm(std::vector<int64_t>{kEmbd}, kEps));
+    router = register_module("router", nn::Linear(kEmbd, kExperts, false));
     for (int64_t e = 0; e < kExperts; ++e) {
       experts.push_back(register_module("experts" + std::to_string(e), std::make_shared<Expert>()));
     }
@@ -75,8 +75,8 @@ class MoeLayer : public nn::Module {
     const Tensor aux = (share * probs.mean({0})).sum() * double(kExperts);
     return {x + out, aux};
   }
-  std::shared_ptr<nn::RMSNorm> norm;
-  std::shared_ptr<nn::Linear> router;
+  nn::RMSNorm norm{nullptr};
+  nn::Linear router{nullptr};
   std::vector<std::shared_ptr<Expert>> experts;
 };
 
@@ -86,10 +86,10 @@ class MoeModel : public nn::Module {
     for (int64_t i = 0; i < kLayers; ++i) {
       layers.push_back(register_module("layers" + std::to_string(i), std::make_shared<MoeLayer>()));
     }
-    norm = register_module("norm", std::make_shared<nn::RMSNorm>(std::vector<int64_t>{kEmbd}, kEps));
+    norm = register_module("norm", nn::RMSNorm(std::vector<int64_t>{kEmbd}, kEps));
   }
   std::vector<std::shared_ptr<MoeLayer>> layers;
-  std::shared_ptr<nn::RMSNorm> norm;
+  nn::RMSNorm norm{nullptr};
 };
 
 class Moe final : public Workload {

@@ -12,8 +12,8 @@ namespace {
 
 constexpr int64_t kBatch = 64, kSide = 28, kClasses = 10, kWidth = 16, kBlocksPerStage = 3;
 
-std::shared_ptr<nn::Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<nn::Conv2d>(in, out, 3, stride, /*padding=*/1, /*dilation=*/1,
+nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
+  return nn::Conv2d(in, out, 3, stride, /*padding=*/1, /*dilation=*/1,
                                       /*groups=*/1, /*bias=*/false);
 }
 
@@ -21,12 +21,12 @@ class BasicBlock : public nn::UnaryModule {
  public:
   BasicBlock(int64_t in, int64_t out, int64_t stride) : UnaryModule("BasicBlock") {
     conv1 = register_module("conv1", conv3x3(in, out, stride));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
+    bn1 = register_module("bn1", nn::BatchNorm2d(out));
     conv2 = register_module("conv2", conv3x3(out, out, 1));
-    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
+    bn2 = register_module("bn2", nn::BatchNorm2d(out));
     if (stride != 1 || in != out) {
-      proj = register_module("proj", std::make_shared<nn::Conv2d>(in, out, 1, stride, 0, 1, 1, false));
-      proj_bn = register_module("proj_bn", std::make_shared<nn::BatchNorm2d>(out));
+      proj = register_module("proj", nn::Conv2d(in, out, 1, stride, 0, 1, 1, false));
+      proj_bn = register_module("proj_bn", nn::BatchNorm2d(out));
     }
   }
   /// x (N, in, H, W) → (N, out, H/stride, W/stride)
@@ -34,15 +34,15 @@ class BasicBlock : public nn::UnaryModule {
     const Tensor y = bn2->forward(conv2->forward(relu(bn1->forward(conv1->forward(x)))));
     return relu(y + (proj ? proj_bn->forward(proj->forward(x)) : x));
   }
-  std::shared_ptr<nn::Conv2d> conv1, conv2, proj;
-  std::shared_ptr<nn::BatchNorm2d> bn1, bn2, proj_bn;
+  nn::Conv2d conv1{nullptr}, conv2{nullptr}, proj{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, proj_bn{nullptr};
 };
 
 class ResNetModel : public nn::Module {
  public:
   ResNetModel() : Module("ResNet20") {
     stem = register_module("stem", conv3x3(1, kWidth, 1));
-    stem_bn = register_module("stem_bn", std::make_shared<nn::BatchNorm2d>(kWidth));
+    stem_bn = register_module("stem_bn", nn::BatchNorm2d(kWidth));
     int64_t in = kWidth;
     for (int64_t stage = 0; stage < 3; ++stage) {
       const int64_t out = kWidth << stage;
@@ -53,12 +53,12 @@ class ResNetModel : public nn::Module {
         in = out;
       }
     }
-    fc = register_module("fc", std::make_shared<nn::Linear>(in, kClasses));
+    fc = register_module("fc", nn::Linear(in, kClasses));
   }
-  std::shared_ptr<nn::Conv2d> stem;
-  std::shared_ptr<nn::BatchNorm2d> stem_bn;
+  nn::Conv2d stem{nullptr};
+  nn::BatchNorm2d stem_bn{nullptr};
   std::vector<std::shared_ptr<BasicBlock>> blocks;
-  std::shared_ptr<nn::Linear> fc;
+  nn::Linear fc{nullptr};
 };
 
 class ResNet final : public Workload {
@@ -86,7 +86,7 @@ class ResNet final : public Workload {
 
  private:
   std::vector<std::function<Tensor(const Tensor&)>> units_;
-  std::shared_ptr<nn::Linear> fc_;
+  nn::Linear fc_{nullptr};
   Tensor x_, labels_;
 };
 

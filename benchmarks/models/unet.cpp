@@ -22,17 +22,17 @@ constexpr int64_t kWidth[3] = {16, 32, 64};
 class ConvBlock : public nn::UnaryModule {
  public:
   ConvBlock(int64_t in, int64_t out) : UnaryModule("ConvBlock") {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in, out, 3, 1, 1, 1, 1, false));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(out, out, 3, 1, 1, 1, 1, false));
-    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
+    conv1 = register_module("conv1", nn::Conv2d(in, out, 3, 1, 1, 1, 1, false));
+    bn1 = register_module("bn1", nn::BatchNorm2d(out));
+    conv2 = register_module("conv2", nn::Conv2d(out, out, 3, 1, 1, 1, 1, false));
+    bn2 = register_module("bn2", nn::BatchNorm2d(out));
   }
   /// x (N, in, H, W) → (N, out, H, W)
   Tensor forward(const Tensor& x) override {
     return relu(bn2->forward(conv2->forward(relu(bn1->forward(conv1->forward(x))))));
   }
-  std::shared_ptr<nn::Conv2d> conv1, conv2;
-  std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
 };
 
 /// Nearest-neighbour 2× upsampling (torch.nn.functional.interpolate with
@@ -50,10 +50,10 @@ class UNetModel : public nn::Module {
     bottom = register_module("bottom", std::make_shared<ConvBlock>(kWidth[1], kWidth[2]));
     dec2 = register_module("dec2", std::make_shared<ConvBlock>(kWidth[2] + kWidth[1], kWidth[1]));
     dec1 = register_module("dec1", std::make_shared<ConvBlock>(kWidth[1] + kWidth[0], kWidth[0]));
-    head = register_module("head", std::make_shared<nn::Conv2d>(kWidth[0], kClasses, 1));
+    head = register_module("head", nn::Conv2d(kWidth[0], kClasses, 1));
   }
   std::shared_ptr<ConvBlock> enc1, enc2, bottom, dec2, dec1;
-  std::shared_ptr<nn::Conv2d> head;
+  nn::Conv2d head{nullptr};
 };
 
 class UNet final : public Workload {

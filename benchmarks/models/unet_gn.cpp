@@ -23,17 +23,17 @@ constexpr int64_t kWidth[3] = {16, 32, 64};
 class GnBlock : public nn::UnaryModule {
  public:
   GnBlock(int64_t in, int64_t out) : UnaryModule("GnBlock") {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in, out, 3, 1, 1, 1, 1, false));
-    gn1 = register_module("gn1", std::make_shared<nn::GroupNorm>(kGroups, out));
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(out, out, 3, 1, 1, 1, 1, false));
-    gn2 = register_module("gn2", std::make_shared<nn::GroupNorm>(kGroups, out));
+    conv1 = register_module("conv1", nn::Conv2d(in, out, 3, 1, 1, 1, 1, false));
+    gn1 = register_module("gn1", nn::GroupNorm(kGroups, out));
+    conv2 = register_module("conv2", nn::Conv2d(out, out, 3, 1, 1, 1, 1, false));
+    gn2 = register_module("gn2", nn::GroupNorm(kGroups, out));
   }
   /// x (N, in, H, W) → (N, out, H, W)
   Tensor forward(const Tensor& x) override {
     return silu(gn2->forward(conv2->forward(silu(gn1->forward(conv1->forward(x))))));
   }
-  std::shared_ptr<nn::Conv2d> conv1, conv2;
-  std::shared_ptr<nn::GroupNorm> gn1, gn2;
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::GroupNorm gn1{nullptr}, gn2{nullptr};
 };
 
 class UNetGnModel : public nn::Module {
@@ -42,15 +42,15 @@ class UNetGnModel : public nn::Module {
     enc1 = register_module("enc1", std::make_shared<GnBlock>(kChannels, kWidth[0]));
     enc2 = register_module("enc2", std::make_shared<GnBlock>(kWidth[0], kWidth[1]));
     bottom = register_module("bottom", std::make_shared<GnBlock>(kWidth[1], kWidth[2]));
-    up2 = register_module("up2", std::make_shared<nn::ConvTranspose2d>(kWidth[2], kWidth[1], 2, 2));
+    up2 = register_module("up2", nn::ConvTranspose2d(kWidth[2], kWidth[1], 2, 2));
     dec2 = register_module("dec2", std::make_shared<GnBlock>(2 * kWidth[1], kWidth[1]));
-    up1 = register_module("up1", std::make_shared<nn::ConvTranspose2d>(kWidth[1], kWidth[0], 2, 2));
+    up1 = register_module("up1", nn::ConvTranspose2d(kWidth[1], kWidth[0], 2, 2));
     dec1 = register_module("dec1", std::make_shared<GnBlock>(2 * kWidth[0], kWidth[0]));
-    head = register_module("head", std::make_shared<nn::Conv2d>(kWidth[0], kClasses, 1));
+    head = register_module("head", nn::Conv2d(kWidth[0], kClasses, 1));
   }
   std::shared_ptr<GnBlock> enc1, enc2, bottom, dec2, dec1;
-  std::shared_ptr<nn::ConvTranspose2d> up2, up1;
-  std::shared_ptr<nn::Conv2d> head;
+  nn::ConvTranspose2d up2{nullptr}, up1{nullptr};
+  nn::Conv2d head{nullptr};
 };
 
 class UNetGn final : public Workload {
@@ -70,7 +70,7 @@ class UNetGn final : public Workload {
     auto down = [](GnBlock& block) {
       return [&block](const Tensor& x) { return block.forward(max_pool2d(x, {2, 2})); };
     };
-    auto up = [](nn::ConvTranspose2d& upconv, GnBlock& block) {
+    auto up = [](nn::ConvTranspose2dImpl& upconv, GnBlock& block) {
       return [&upconv, &block](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{block.forward(cat({upconv.forward(in[0]), in[1]}, 1))};
       };

@@ -111,6 +111,10 @@ uint64_t new_tensor(Tensor t) {
 uint64_t new_module(std::shared_ptr<nn::UnaryModule> m) {
   return HandleTable::instance().insert(Kind::kModule, std::make_shared<ModuleObject>(std::move(m)));
 }
+template <typename M>
+uint64_t new_module(const nn::ModuleHolder<M>& holder) {
+  return new_module(std::shared_ptr<nn::UnaryModule>(holder.ptr()));
+}
 
 const Tensor& tensor(dtr_tensor h, Access access, Use& holder) {
   return use<TensorObject>(h, Kind::kTensor, access, holder).t;
@@ -611,7 +615,7 @@ dtr_status dtr_scope_end(dtr_scope s) {
 dtr_status dtr_nn_linear(int64_t in_features, int64_t out_features, int bias, dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::Linear>(in_features, out_features, bias != 0));
+    *out = new_module(nn::Linear(in_features, out_features, bias != 0));
   });
 }
 
@@ -619,7 +623,7 @@ dtr_status dtr_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kern
                          int64_t padding, int64_t groups, int bias, dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::Conv2d>(in_channels, out_channels, kernel_size, stride,
+    *out = new_module(nn::Conv2d(in_channels, out_channels, kernel_size, stride,
                                                    padding, 1, groups, bias != 0));
   });
 }
@@ -629,7 +633,7 @@ dtr_status dtr_nn_batch_norm2d(int64_t num_features, double eps, double momentum
     require(out != nullptr, "null out-pointer");
     std::optional<double> m;
     if (momentum >= 0) m = momentum;
-    *out = new_module(std::make_shared<nn::BatchNorm2d>(num_features, eps, m));
+    *out = new_module(nn::BatchNorm2d(num_features, eps, m));
   });
 }
 
@@ -638,7 +642,7 @@ dtr_status dtr_nn_layer_norm(const int64_t* normalized_shape, size_t ndim, doubl
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
     require_array(normalized_shape, ndim, "null shape with a non-zero ndim");
-    *out = new_module(std::make_shared<nn::LayerNorm>(
+    *out = new_module(nn::LayerNorm(
         std::vector<int64_t>(normalized_shape, normalized_shape + ndim), eps, elementwise_affine != 0));
   });
 }
@@ -646,28 +650,28 @@ dtr_status dtr_nn_layer_norm(const int64_t* normalized_shape, size_t ndim, doubl
 dtr_status dtr_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::Embedding>(num_embeddings, embedding_dim));
+    *out = new_module(nn::Embedding(num_embeddings, embedding_dim));
   });
 }
 
 dtr_status dtr_nn_dropout(double p, dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::Dropout>(p));
+    *out = new_module(nn::Dropout(p));
   });
 }
 
 dtr_status dtr_nn_relu(dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::ReLU>());
+    *out = new_module(nn::ReLU());
   });
 }
 
 dtr_status dtr_nn_gelu(const char* approximate, dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::GELU>(std::string(to_name(approximate, "null approximate"))));
+    *out = new_module(nn::GELU(std::string(to_name(approximate, "null approximate"))));
   });
 }
 
@@ -675,14 +679,14 @@ dtr_status dtr_nn_causal_self_attention(int64_t n_embd, int64_t n_head, double d
                                         dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::CausalSelfAttention>(n_embd, n_head, dropout, bias != 0));
+    *out = new_module(nn::CausalSelfAttention(n_embd, n_head, dropout, bias != 0));
   });
 }
 
 dtr_status dtr_nn_sequential(dtr_module* out) {
   return guarded([&] {
     require(out != nullptr, "null out-pointer");
-    *out = new_module(std::make_shared<nn::Sequential>());
+    *out = new_module(nn::Sequential());
   });
 }
 
@@ -702,7 +706,7 @@ dtr_status dtr_nn_sequential_append(dtr_module seq, dtr_module m) {
     Use us, um;
     auto& s = use<ModuleObject>(seq, Kind::kModule, Access::kWrite, us);
     auto& child = use<ModuleObject>(m, Kind::kModule, Access::kRead, um);
-    auto* sequential = dynamic_cast<nn::Sequential*>(s.m.get());
+    auto* sequential = dynamic_cast<nn::SequentialImpl*>(s.m.get());
     DTR_CHECK(sequential != nullptr, TypeError,
               "dtr_nn_sequential_append: the first module is a {}, not a Sequential", s.m->name());
     DTR_CHECK(!reaches(*child.m, sequential), ValueError,

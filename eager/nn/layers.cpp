@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "eager/autograd.h"
+#include "eager/nn/functional.h"
 #include "eager/nn/init.h"
 #include "eager/ops.h"
 
@@ -41,55 +42,42 @@ void init_conv(Module& m, const std::vector<int64_t>& wshape, int64_t out, bool 
 
 // ---- Linear ---------------------------------------------------------------------
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias, TensorOptions opts)
-    : UnaryModule("Linear"), in_features(in), out_features(out) {
+LinearImpl::LinearImpl(const LinearOptions& o, TensorOptions opts) : UnaryModule("Linear"), options(o) {
+  const int64_t in = o.in_features(), out = o.out_features();
   DTR_CHECK(in >= 0 && out >= 0, ValueError,
             "Linear: in_features and out_features must be non-negative, got {} and {}", in, out);
   opts = plain(opts);
   weight = register_parameter("weight", init::kaiming_uniform({out, in}, std::sqrt(5.0), opts));
-  if (with_bias) {
+  if (o.bias()) {
     const double bound = in > 0 ? 1.0 / std::sqrt(double(in)) : 0.0;
     bias = register_parameter("bias", init::uniform({out}, -bound, bound, opts));
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor LinearImpl::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 // ---- Conv2d ---------------------------------------------------------------------
 
-Conv2d::Conv2d(int64_t in, int64_t out, Pair2 k, Pair2 s, Pair2 p, Pair2 d, int64_t g,
-               bool with_bias, TensorOptions opts)
-    : UnaryModule("Conv2d"),
-      in_channels(in),
-      out_channels(out),
-      kernel_size(k),
-      stride(s),
-      padding(p),
-      dilation(d),
-      groups(g) {
-  check_conv_args("Conv2d", in, out, k, s, p, d, g);
-  init_conv(*this, {out, in / g, k.h, k.w}, out, with_bias, plain(opts), weight, bias);
+Conv2dImpl::Conv2dImpl(const Conv2dOptions& o, TensorOptions opts) : UnaryModule("Conv2d"), options(o) {
+  const int64_t in = o.in_channels(), out = o.out_channels(), g = o.groups();
+  const Pair2 k = o.kernel_size();
+  check_conv_args("Conv2d", in, out, k, o.stride(), o.padding(), o.dilation(), g);
+  init_conv(*this, {out, in / g, k.h, k.w}, out, o.bias(), plain(opts), weight, bias);
 }
 
-Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight, bias, {stride.h, stride.w}, {padding.h, padding.w},
-                {dilation.h, dilation.w}, groups);
+Tensor Conv2dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  return conv2d(x, weight, bias, {o.stride().h, o.stride().w}, {o.padding().h, o.padding().w},
+                {o.dilation().h, o.dilation().w}, o.groups());
 }
 
 // ---- ConvTranspose2d ------------------------------------------------------------
 
-ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Pair2 k, Pair2 s, Pair2 p, Pair2 op,
-                                 int64_t g, bool with_bias, Pair2 d, TensorOptions opts)
-    : UnaryModule("ConvTranspose2d"),
-      in_channels(in),
-      out_channels(out),
-      kernel_size(k),
-      stride(s),
-      padding(p),
-      output_padding(op),
-      groups(g),
-      dilation(d) {
-  check_conv_args("ConvTranspose2d", in, out, k, s, p, d, g);
+ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o, TensorOptions opts)
+    : UnaryModule("ConvTranspose2d"), options(o) {
+  const int64_t in = o.in_channels(), out = o.out_channels(), g = o.groups();
+  const Pair2 k = o.kernel_size(), s = o.stride(), d = o.dilation(), op = o.output_padding();
+  check_conv_args("ConvTranspose2d", in, out, k, s, o.padding(), d, g);
   DTR_CHECK(op.h >= 0 && op.w >= 0 && (op.h < s.h || op.h < d.h) && (op.w < s.w || op.w < d.w),
             ValueError,
             "ConvTranspose2d: output_padding ({}, {}) must be non-negative and smaller than either "
@@ -97,31 +85,28 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Pair2 k, Pair2 s, Pair
             op.h, op.w, s.h, s.w, d.h, d.w);
   // PyTorch's fan_in of the transposed weight (in, out/groups, kH, kW) is
   // size(1) * kH * kW, as for any weight.
-  init_conv(*this, {in, out / g, k.h, k.w}, out, with_bias, plain(opts), weight, bias);
+  init_conv(*this, {in, out / g, k.h, k.w}, out, o.bias(), plain(opts), weight, bias);
 }
 
-Tensor ConvTranspose2d::forward(const Tensor& x) {
-  return conv_transpose2d(x, weight, bias, {stride.h, stride.w}, {padding.h, padding.w},
-                          {output_padding.h, output_padding.w}, groups, {dilation.h, dilation.w});
+Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  return conv_transpose2d(x, weight, bias, {o.stride().h, o.stride().w}, {o.padding().h, o.padding().w},
+                          {o.output_padding().h, o.output_padding().w}, o.groups(),
+                          {o.dilation().h, o.dilation().w});
 }
 
 // ---- BatchNorm2d ----------------------------------------------------------------
 
-BatchNorm2d::BatchNorm2d(int64_t n, double eps_, std::optional<double> momentum_, bool affine_,
-                         bool track, TensorOptions opts)
-    : UnaryModule("BatchNorm2d"),
-      num_features(n),
-      eps(eps_),
-      momentum(momentum_),
-      affine(affine_),
-      track_running_stats(track) {
+BatchNorm2dImpl::BatchNorm2dImpl(const BatchNorm2dOptions& o, TensorOptions opts)
+    : UnaryModule("BatchNorm2d"), options(o) {
+  const int64_t n = o.num_features();
   DTR_CHECK(n > 0, ValueError, "BatchNorm2d: num_features must be positive, got {}", n);
   opts = plain(opts);
-  if (affine) {
+  if (o.affine()) {
     weight = register_parameter("weight", init::constant({n}, 1.0, opts));
     bias = register_parameter("bias", init::constant({n}, 0.0, opts));
   }
-  if (track) {
+  if (o.track_running_stats()) {
     // Buffers are state, not lineage: fresh constants (Note [what may be evicted]).
     running_mean = register_buffer("running_mean", init::constant({n}, 0.0, opts));
     running_var = register_buffer("running_var", init::constant({n}, 1.0, opts));
@@ -130,165 +115,194 @@ BatchNorm2d::BatchNorm2d(int64_t n, double eps_, std::optional<double> momentum_
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+Tensor BatchNorm2dImpl::forward(const Tensor& x) {
   DTR_CHECK(x.defined() && x.dim() == 4, ValueError,
             "BatchNorm2d: expected 4D input (got {}D input of shape {})", x.defined() ? x.dim() : 0,
             x.defined() ? shape_str(x.shape()) : "undefined");
-  DTR_CHECK(x.size(1) == num_features, ValueError,
-            "BatchNorm2d: expected input with {} channels, got shape {}", num_features,
+  DTR_CHECK(x.size(1) == options.num_features(), ValueError,
+            "BatchNorm2d: expected input with {} channels, got shape {}", options.num_features(),
             shape_str(x.shape()));
+  const auto& momentum = options.momentum();
+  const bool track = options.track_running_stats();
   double factor = momentum.value_or(0.0);
-  if (is_training() && track_running_stats) {
+  if (is_training() && track) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
     // momentum=None: cumulative moving average (torch.nn.modules.batchnorm).
     if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>());
   }
   // Batch statistics in training mode, or whenever there are no running ones.
-  const bool use_batch_stats = is_training() || !track_running_stats;
-  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor, eps);
+  const bool use_batch_stats = is_training() || !track;
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor, options.eps());
 }
 
 // ---- LayerNorm ------------------------------------------------------------------
 
-LayerNorm::LayerNorm(std::vector<int64_t> shape, double eps_, bool affine, bool with_bias,
-                     TensorOptions opts)
-    : UnaryModule("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+LayerNormImpl::LayerNormImpl(const LayerNormOptions& o, TensorOptions opts)
+    : UnaryModule("LayerNorm"), options(o) {
   opts = plain(opts);
-  if (affine) {
-    weight = register_parameter("weight", init::constant(normalized_shape, 1.0, opts));
-    if (with_bias) bias = register_parameter("bias", init::constant(normalized_shape, 0.0, opts));
+  if (o.elementwise_affine()) {
+    weight = register_parameter("weight", init::constant(o.normalized_shape(), 1.0, opts));
+    if (o.bias()) bias = register_parameter("bias", init::constant(o.normalized_shape(), 0.0, opts));
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+Tensor LayerNormImpl::forward(const Tensor& x) {
+  return layer_norm(x, options.normalized_shape(), weight, bias, options.eps());
+}
 
 // ---- GroupNorm ------------------------------------------------------------------
 
-GroupNorm::GroupNorm(int64_t g, int64_t c, double eps_, bool affine_, TensorOptions opts)
-    : UnaryModule("GroupNorm"), num_groups(g), num_channels(c), eps(eps_), affine(affine_) {
+GroupNormImpl::GroupNormImpl(const GroupNormOptions& o, TensorOptions opts)
+    : UnaryModule("GroupNorm"), options(o) {
+  const int64_t g = o.num_groups(), c = o.num_channels();
   DTR_CHECK(g > 0 && c % g == 0, ValueError,
             "GroupNorm: num_channels ({}) must be divisible by num_groups ({}), a positive number", c,
             g);
   opts = plain(opts);
-  if (affine) {
+  if (o.affine()) {
     weight = register_parameter("weight", init::constant({c}, 1.0, opts));
     bias = register_parameter("bias", init::constant({c}, 0.0, opts));
   }
 }
 
-Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, num_groups, weight, bias, eps); }
+Tensor GroupNormImpl::forward(const Tensor& x) {
+  return group_norm(x, options.num_groups(), weight, bias, options.eps());
+}
 
 // ---- RMSNorm --------------------------------------------------------------------
 
-RMSNorm::RMSNorm(std::vector<int64_t> shape, std::optional<double> eps_, bool affine, TensorOptions opts)
-    : UnaryModule("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_) {
-  if (affine) weight = register_parameter("weight", init::constant(normalized_shape, 1.0, plain(opts)));
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& o, TensorOptions opts) : UnaryModule("RMSNorm"), options(o) {
+  if (o.elementwise_affine())
+    weight = register_parameter("weight", init::constant(o.normalized_shape(), 1.0, plain(opts)));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape, weight, eps); }
+Tensor RMSNormImpl::forward(const Tensor& x) {
+  return rms_norm(x, options.normalized_shape(), weight, options.eps());
+}
 
 // ---- Embedding ------------------------------------------------------------------
 
-Embedding::Embedding(int64_t n, int64_t d, TensorOptions opts)
-    : UnaryModule("Embedding"), num_embeddings(n), embedding_dim(d) {
+EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o, TensorOptions opts)
+    : UnaryModule("Embedding"), options(o) {
+  const int64_t n = o.num_embeddings(), d = o.embedding_dim();
   DTR_CHECK(n >= 0 && d >= 0, ValueError,
             "Embedding: num_embeddings and embedding_dim must be non-negative, got {} and {}", n, d);
   weight = register_parameter("weight", init::normal({n, d}, 0.0, 1.0, plain(opts)));
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+Tensor EmbeddingImpl::forward(const Tensor& indices) { return embedding(weight, indices); }
 
 // ---- Dropout, activations -------------------------------------------------------
 
-Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
+namespace {
+void check_p(std::string_view layer, double p) {
   DTR_CHECK(p >= 0.0 && p <= 1.0, ValueError,
-            "Dropout: dropout probability has to be between 0 and 1, but got {}", p);
+            "{}: dropout probability has to be between 0 and 1, but got {}", layer, p);
+}
+}  // namespace
+
+DropoutImpl::DropoutImpl(const DropoutOptions& o) : UnaryModule("Dropout"), options(o) {
+  check_p("Dropout", o.p());
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+Tensor DropoutImpl::forward(const Tensor& x) { return dropout(x, options.p(), is_training()); }
 
-Dropout2d::Dropout2d(double p_) : UnaryModule("Dropout2d"), p(p_) {
-  DTR_CHECK(p >= 0.0 && p <= 1.0, ValueError,
-            "Dropout2d: dropout probability has to be between 0 and 1, but got {}", p);
+Dropout2dImpl::Dropout2dImpl(const Dropout2dOptions& o) : UnaryModule("Dropout2d"), options(o) {
+  check_p("Dropout2d", o.p());
 }
 
-Tensor Dropout2d::forward(const Tensor& x) { return dropout2d(x, p, is_training()); }
+Tensor Dropout2dImpl::forward(const Tensor& x) { return dropout2d(x, options.p(), is_training()); }
 
 // ---- Upsample -------------------------------------------------------------------
 
-Upsample::Upsample(std::vector<int64_t> size_, std::vector<double> scale_factor_, std::string mode_,
-                   std::optional<bool> align_corners_)
-    : UnaryModule("Upsample"),
-      size(std::move(size_)),
-      scale_factor(std::move(scale_factor_)),
-      mode(std::move(mode_)),
-      align_corners(align_corners_) {
-  DTR_CHECK(size.empty() != scale_factor.empty(), ValueError,
-            "Upsample: {} of size or scale_factor should be defined", size.empty() ? "either" : "only one");
+UpsampleImpl::UpsampleImpl(const UpsampleOptions& o) : UnaryModule("Upsample"), options(o) {
+  const bool has_size = o.size().has_value(), has_scale = o.scale_factor().has_value();
+  DTR_CHECK(has_size != has_scale, ValueError, "Upsample: {} of size or scale_factor should be defined",
+            has_size ? "only one" : "either");
+  DTR_CHECK(!(std::holds_alternative<enumtype::kNearest>(o.mode()) && o.align_corners().has_value()),
+            ValueError, "Upsample: align_corners option can only be set with the interpolating modes");
+}
+
+namespace {
+UpsampleOptions upsample_options(std::vector<int64_t> size, std::vector<double> scale,
+                                 const std::string& mode, std::optional<bool> align_corners) {
   DTR_CHECK(mode == "nearest" || mode == "bilinear", ValueError,
             "Upsample: mode must be 'nearest' or 'bilinear', got '{}'", mode);
-  DTR_CHECK(!(mode == "nearest" && align_corners.has_value()), ValueError,
-            "Upsample: align_corners option can only be set with the interpolating modes");
+  UpsampleOptions o;
+  if (!size.empty()) o.size(std::move(size));
+  if (!scale.empty()) o.scale_factor(std::move(scale));
+  if (mode == "bilinear") o.mode(enumtype::kBilinear{});
+  return o.align_corners(align_corners);
+}
+}  // namespace
+
+UpsampleImpl::UpsampleImpl(std::vector<int64_t> size, std::vector<double> scale_factor,
+                           const std::string& mode, std::optional<bool> align_corners)
+    : UpsampleImpl(upsample_options(std::move(size), std::move(scale_factor), mode, align_corners)) {}
+
+Tensor UpsampleImpl::forward(const Tensor& x) {
+  return interpolate(x, options.size().value_or(std::vector<int64_t>{}),
+                     options.scale_factor().value_or(std::vector<double>{}), enum_name(options.mode()),
+                     options.align_corners());
 }
 
-Tensor Upsample::forward(const Tensor& x) {
-  return interpolate(x, size, scale_factor, mode, align_corners);
+Tensor ReLUImpl::forward(const Tensor& x) { return relu(x); }
+
+Tensor LeakyReLUImpl::forward(const Tensor& x) {
+  return functional::leaky_relu(x, functional::LeakyReLUFuncOptions().negative_slope(options.negative_slope()));
 }
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-
-GELU::GELU(std::string approx) : UnaryModule("GELU"), approximate(std::move(approx)) {
-  DTR_CHECK(approximate == "none" || approximate == "tanh", ValueError,
-            "GELU: approximate must be 'none' or 'tanh', got '{}'", approximate);
+GELUImpl::GELUImpl(const GELUOptions& o) : UnaryModule("GELU"), options(o) {
+  DTR_CHECK(o.approximate() == "none" || o.approximate() == "tanh", ValueError,
+            "GELU: approximate must be 'none' or 'tanh', got '{}'", o.approximate());
 }
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+Tensor GELUImpl::forward(const Tensor& x) { return gelu(x, options.approximate()); }
 
-// ---- activations, pooling, Flatten ---------------------------------------------
+Tensor SiLUImpl::forward(const Tensor& x) { return silu(x); }
+Tensor TanhImpl::forward(const Tensor& x) { return tanh(x); }
+Tensor SigmoidImpl::forward(const Tensor& x) { return sigmoid(x); }
+Tensor SoftmaxImpl::forward(const Tensor& x) { return softmax(x, options.dim()); }
+Tensor LogSoftmaxImpl::forward(const Tensor& x) { return log_softmax(x, options.dim()); }
 
-Tensor SiLU::forward(const Tensor& x) { return silu(x); }
-Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
-Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+HardtanhImpl::HardtanhImpl(const HardtanhOptions& o) : HardtanhImpl("Hardtanh", o) {}
 
-MaxPool2d::MaxPool2d(Pair2 k, std::optional<Pair2> s, Pair2 p)
-    : UnaryModule("MaxPool2d"), kernel_size(k), stride(s.value_or(k)), padding(p) {}
-
-Tensor MaxPool2d::forward(const Tensor& x) {
-  return max_pool2d(x, {kernel_size.h, kernel_size.w}, {stride.h, stride.w}, {padding.h, padding.w});
+HardtanhImpl::HardtanhImpl(std::string name, const HardtanhOptions& o)
+    : UnaryModule(std::move(name)), options(o) {
+  DTR_CHECK(o.max_val() >= o.min_val(), ValueError, "{}: max_val ({}) must be at least min_val ({})",
+            this->name(), o.max_val(), o.min_val());
 }
 
-AvgPool2d::AvgPool2d(Pair2 k, std::optional<Pair2> s, Pair2 p)
-    : UnaryModule("AvgPool2d"), kernel_size(k), stride(s.value_or(k)), padding(p) {}
+Tensor HardtanhImpl::forward(const Tensor& x) { return clamp(x, options.min_val(), options.max_val()); }
 
-Tensor AvgPool2d::forward(const Tensor& x) {
-  return avg_pool2d(x, {kernel_size.h, kernel_size.w}, {stride.h, stride.w}, {padding.h, padding.w});
+ReLU6Impl::ReLU6Impl(const ReLU6Options& o)
+    : HardtanhImpl("ReLU6", HardtanhOptions().min_val(0.0).max_val(6.0).inplace(o.inplace())) {}
+
+// ---- pooling, Flatten, Functional ---------------------------------------------
+
+Tensor MaxPool2dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  return max_pool2d(x, {o.kernel_size().h, o.kernel_size().w}, {o.stride().h, o.stride().w},
+                    {o.padding().h, o.padding().w});
 }
 
-AdaptiveAvgPool2d::AdaptiveAvgPool2d(Pair2 o) : UnaryModule("AdaptiveAvgPool2d"), output_size(o) {}
-
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
-  return adaptive_avg_pool2d(x, {output_size.h, output_size.w});
+Tensor AvgPool2dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  return avg_pool2d(x, {o.kernel_size().h, o.kernel_size().w}, {o.stride().h, o.stride().w},
+                    {o.padding().h, o.padding().w});
 }
 
-Flatten::Flatten(int64_t s, int64_t e) : UnaryModule("Flatten"), start_dim(s), end_dim(e) {}
-
-Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim, end_dim); }
-
-}  // namespace dtr::nn
-
-namespace dtr::nn {
-
-Hardtanh::Hardtanh(double lo, double hi) : Hardtanh("Hardtanh", lo, hi) {}
-
-Hardtanh::Hardtanh(std::string name, double lo, double hi)
-    : UnaryModule(std::move(name)), min_val(lo), max_val(hi) {
-  DTR_CHECK(max_val >= min_val, ValueError, "{}: max_val ({}) must be at least min_val ({})", this->name(),
-            max_val, min_val);
+Tensor AdaptiveAvgPool2dImpl::forward(const Tensor& x) {
+  return adaptive_avg_pool2d(x, {options.output_size().h, options.output_size().w});
 }
 
-Tensor Hardtanh::forward(const Tensor& x) { return clamp(x, min_val, max_val); }
+Tensor FlattenImpl::forward(const Tensor& x) { return flatten(x, options.start_dim(), options.end_dim()); }
 
-ReLU6::ReLU6() : Hardtanh("ReLU6", 0.0, 6.0) {}
+FunctionalImpl::FunctionalImpl(Function fn) : UnaryModule("Functional"), fn_(std::move(fn)) {
+  DTR_CHECK(fn_ != nullptr, ValueError, "Functional: the function is empty");
+}
+
+Tensor FunctionalImpl::forward(const Tensor& x) { return fn_(x); }
 
 }  // namespace dtr::nn

@@ -224,41 +224,100 @@ void Module::apply_to(std::optional<Device> device, std::optional<DType> dtype) 
   }
 }
 
+// ---- module traversal ----------------------------------------------------------
+
+namespace {
+// Pre-order walk with dotted names, each module once (PyTorch's memo set).
+void walk(const std::shared_ptr<Module>& m, Module& raw, const std::string& name,
+          std::unordered_set<const Module*>& seen,
+          const std::function<void(const std::string&, const std::shared_ptr<Module>&, Module&)>& fn) {
+  if (!seen.insert(&raw).second) return;
+  fn(name, m, raw);
+  for (const auto& [n, child] : raw.named_children())
+    walk(child, *child, name.empty() ? n : name + "." + n, seen, fn);
+}
+}  // namespace
+
+std::shared_ptr<Module> Module::self_ptr(const char* what) {
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  DTR_CHECK(self != nullptr, ValueError,
+            "{}.{}: this module is not held by a shared_ptr (create it with std::make_shared or "
+            "through its holder, or pass include_self=false)",
+            name_, what);
+  return self;
+}
+
+NamedModules Module::named_modules(const std::string& prefix, bool include_self) {
+  NamedModules out;
+  std::unordered_set<const Module*> seen{this};
+  if (include_self) out.emplace_back(prefix, self_ptr("named_modules"));
+  for (const auto& [n, child] : children_)
+    walk(child, *child, prefix.empty() ? n : prefix + "." + n, seen,
+         [&](const std::string& name, const std::shared_ptr<Module>& m, Module&) {
+           out.emplace_back(name, m);
+         });
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) {
+  return named_modules("", include_self).values();
+}
+
+void Module::apply(const std::function<void(const std::string&, Module&)>& fn,
+                   const std::string& prefix) {
+  std::unordered_set<const Module*> seen;
+  walk(nullptr, *this, prefix, seen,
+       [&](const std::string& name, const std::shared_ptr<Module>&, Module& m) { fn(name, m); });
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  apply([&](const std::string&, Module& m) { fn(m); });
+}
+
+void Module::apply(const std::function<void(const std::shared_ptr<Module>&)>& fn) {
+  for (const auto& m : modules(true)) fn(m);
+}
+
 // ---- Sequential ---------------------------------------------------------------
 
-Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules)
-    : UnaryModule("Sequential") {
-  for (const auto& m : modules) push_back(m);
+Tensor AnyModule::forward(const Tensor& x) const {
+  DTR_CHECK(module_ != nullptr, ValueError, "AnyModule: forward of an empty AnyModule");
+  return forward_(x);
 }
 
-void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
-  register_module(std::to_string(layers_.size()), m);
-  layers_.push_back(std::move(m));
+SequentialImpl::SequentialImpl(std::initializer_list<NamedAnyModule> named) : UnaryModule("Sequential") {
+  for (const auto& m : named) push_back_any(m.name, m.module);
 }
 
-const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
-  DTR_CHECK(i < layers_.size(), IndexError, "Sequential: index {} is out of range for {} layers", i,
-            layers_.size());
-  return layers_[i];
+void SequentialImpl::push_back_any(std::string name, AnyModule m) {
+  DTR_CHECK(!m.is_empty(), ValueError, "Sequential: cannot add an empty module");
+  register_module(std::move(name), m.ptr());
+  modules_.push_back(std::move(m));
+}
+
+const AnyModule& SequentialImpl::at_any(size_t i) const {
+  DTR_CHECK(i < modules_.size(), IndexError, "Sequential: index {} is out of range for {} layers", i,
+            modules_.size());
+  return modules_[i];
+}
+
+Tensor SequentialImpl::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& m : modules_) h = m.forward(h);
+  return h;
 }
 
 // ---- ModuleList -------------------------------------------------------------------
 
-void ModuleList::push_back(std::shared_ptr<Module> m) {
+void ModuleListImpl::push_back_ptr(std::shared_ptr<Module> m) {
   register_module(std::to_string(modules_.size()), m);
   modules_.push_back(std::move(m));
 }
 
-const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
+const std::shared_ptr<Module>& ModuleListImpl::operator[](size_t i) const {
   DTR_CHECK(i < modules_.size(), IndexError, "ModuleList: index {} is out of range for {} modules",
             i, modules_.size());
   return modules_[i];
-}
-
-Tensor Sequential::forward(const Tensor& x) {
-  Tensor h = x;
-  for (auto& layer : layers_) h = layer->forward(h);
-  return h;
 }
 
 }  // namespace dtr::nn

@@ -267,12 +267,12 @@ TEST_F(TwoDevices, CopyIntoADeviceTensorTakesSourcesFromAnyDevice) {
   EXPECT_TRUE(testing::allclose(c, {4, 5, 6}));
 
   nn::Linear on_device(2, 2);
-  on_device.to(dev);
+  on_device->to(dev);
   nn::Linear on_cpu(2, 2);
-  on_device.load_state_dict(on_cpu.state_dict());
-  EXPECT_EQ(on_device.weight.device(), dev);
-  EXPECT_TRUE(testing::bitwise_equal(on_device.weight.to(Device(kCPU)), on_cpu.weight));
-  EXPECT_TRUE(testing::bitwise_equal(on_device.bias.to(Device(kCPU)), on_cpu.bias));
+  on_device->load_state_dict(on_cpu->state_dict());
+  EXPECT_EQ(on_device->weight.device(), dev);
+  EXPECT_TRUE(testing::bitwise_equal(on_device->weight.to(Device(kCPU)), on_cpu->weight));
+  EXPECT_TRUE(testing::bitwise_equal(on_device->bias.to(Device(kCPU)), on_cpu->bias));
 }
 
 TEST(Backend, TheDefaultDeviceCanBeSetAndRestored) {

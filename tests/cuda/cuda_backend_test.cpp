@@ -187,8 +187,8 @@ TEST(CudaEmulation, PhiloxDrawsAreTheCpusBitForBit) {
 /// seed 7 (weights and data made on the CPU, then moved).
 std::vector<double> train_mlp(Device device, int steps, std::optional<int64_t> budget) {
   manual_seed(7);
-  auto l1 = std::make_shared<nn::Linear>(64, 128);
-  auto l2 = std::make_shared<nn::Linear>(128, 10);
+  auto l1 = nn::Linear(64, 128);
+  auto l2 = nn::Linear(128, 10);
   l1->to(device);
   l2->to(device);
   const Tensor x = randn({256, 64}).to(device);

@@ -30,8 +30,8 @@ TEST(Autocast, CpuListsLowerPrecisionFloat32AndInputDTypeOps) {
   EXPECT_EQ(linear(x, w, b).dtype(), kBFloat16);
   EXPECT_EQ(matmul(x, w.t()).dtype(), kBFloat16);
   nn::Linear lin(4, 2);
-  EXPECT_EQ(lin.forward(x).dtype(), kBFloat16);
-  EXPECT_EQ(lin.weight.dtype(), kFloat32);  // parameters are not converted
+  EXPECT_EQ(lin->forward(x).dtype(), kBFloat16);
+  EXPECT_EQ(lin->weight.dtype(), kFloat32);  // parameters are not converted
 
   // On neither of PyTorch's CPU lists: softmax, log_softmax and the norms
   // run in their input's dtype; nn::LayerNorm's float32 parameters with a
@@ -40,8 +40,8 @@ TEST(Autocast, CpuListsLowerPrecisionFloat32AndInputDTypeOps) {
   const Tensor s = softmax(h, 1), ls = log_softmax(h, 1);
   EXPECT_EQ(s.dtype(), kBFloat16);
   EXPECT_EQ(ls.dtype(), kBFloat16);
-  nn::LayerNorm ln({2});
-  EXPECT_EQ(ln.forward(h).dtype(), kBFloat16);
+  nn::LayerNorm ln(nn::LayerNormOptions({2}));
+  EXPECT_EQ(ln->forward(h).dtype(), kBFloat16);
   EXPECT_EQ(layer_norm(h, {2}).dtype(), kBFloat16);
   EXPECT_EQ(exp(h).dtype(), kBFloat16);
   // The losses are on the CPU float32 list.
@@ -189,19 +189,19 @@ TEST(Autocast, GradientsReachFloat32ParametersAsFloat32) {
   const Tensor x = vals({5, 4}, 5);
   const Tensor target = from_vector(std::vector<int64_t>{0, 2, 1, 1, 0});
   // Reference in float32.
-  Tensor ref_loss = cross_entropy(l2.forward(gelu(l1.forward(x))), target);
+  Tensor ref_loss = cross_entropy(l2->forward(gelu(l1->forward(x))), target);
   ref_loss.backward();
   std::vector<std::vector<double>> ref;
-  for (const Tensor& p : {l1.weight, l1.bias, l2.weight, l2.bias}) ref.push_back(p.grad().to_vector<double>());
-  l1.zero_grad();
-  l2.zero_grad();
+  for (const Tensor& p : {l1->weight, l1->bias, l2->weight, l2->bias}) ref.push_back(p.grad().to_vector<double>());
+  l1->zero_grad();
+  l2->zero_grad();
 
   Tensor loss;
   {
     AutocastGuard ac(kBFloat16);
-    Tensor h = l1.forward(x);
+    Tensor h = l1->forward(x);
     EXPECT_EQ(h.dtype(), kBFloat16);
-    Tensor logits = l2.forward(gelu(h));
+    Tensor logits = l2->forward(gelu(h));
     EXPECT_EQ(logits.dtype(), kBFloat16);
     loss = cross_entropy(logits, target);
     EXPECT_EQ(loss.dtype(), kFloat32);
@@ -209,7 +209,7 @@ TEST(Autocast, GradientsReachFloat32ParametersAsFloat32) {
   EXPECT_NEAR(loss.item<double>(), ref_loss.item<double>(), 2e-2);
   loss.backward();  // outside the autocast scope, like PyTorch's recipe
   size_t k = 0;
-  for (const Tensor& p : {l1.weight, l1.bias, l2.weight, l2.bias}) {
+  for (const Tensor& p : {l1->weight, l1->bias, l2->weight, l2->bias}) {
     const Tensor g = p.grad();
     ASSERT_TRUE(g.defined());
     EXPECT_EQ(g.dtype(), kFloat32);
@@ -218,9 +218,9 @@ TEST(Autocast, GradientsReachFloat32ParametersAsFloat32) {
     ++k;
   }
   // An optimizer step in float32 works on these grads.
-  optim::AdamW opt(std::vector<Tensor>{l1.weight, l1.bias, l2.weight, l2.bias}, optim::AdamWOptions(0.01));
+  optim::AdamW opt(std::vector<Tensor>{l1->weight, l1->bias, l2->weight, l2->bias}, optim::AdamWOptions(0.01));
   opt.step();
-  EXPECT_EQ(l1.weight.dtype(), kFloat32);
+  EXPECT_EQ(l1->weight.dtype(), kFloat32);
 }
 
 // REFERENCES case 3: ten stacked Linear(10, 10), input 10x10, under bf16
@@ -230,15 +230,15 @@ TEST(Autocast, GradientsReachFloat32ParametersAsFloat32) {
 TEST(Autocast, ReferencesCase3TenStackedLinearsOutputBFloat16) {
   nn::Sequential model;
   for (int l = 0; l < 10; ++l) {
-    auto lin = std::make_shared<nn::Linear>(10, 10);
+    auto lin = nn::Linear(10, 10);
     lin->load_state_dict({{"weight", vals({10, 10}, 3 + l, 0.4)}, {"bias", vals({10}, 5 + l, 0.1)}});
-    model.push_back(lin);
+    model->push_back(lin);
   }
   const Tensor x = vals({10, 10}, 7);
   Tensor y;
   {
     AutocastGuard ac(kBFloat16);
-    y = model.forward(x);
+    y = model->forward(x);
   }
   EXPECT_EQ(y.dtype(), kBFloat16);
   EXPECT_EQ(y.shape(), (Shape{10, 10}));
@@ -255,7 +255,7 @@ TEST(Autocast, ReferencesCase3TenStackedLinearsOutputBFloat16) {
       198.0, 800.0, 660.0, -56.5, 892.0, 1464.0, 1616.0, 1168.0, 1448.0, 2224.0};
   EXPECT_TRUE(testing::allclose(y, expected, 1e-6, std::ldexp(1.0, -7)));
   // Without autocast the same model stays in float32.
-  EXPECT_EQ(model.forward(x).dtype(), kFloat32);
+  EXPECT_EQ(model->forward(x).dtype(), kFloat32);
 }
 
 }  // namespace

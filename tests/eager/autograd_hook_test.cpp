@@ -58,8 +58,8 @@ TEST(PostAccumulateGradHook, FiresOnceAfterTheSumOfAWeightUsedTwice) {
 TEST(PostAccumulateGradHook, TiedWeightsFireOncePerBackward) {
   // One parameter registered in two modules (tied embedding and output
   // weights): one leaf, one accumulator, one hook call.
-  auto a = std::make_shared<nn::Linear>(4, 4, /*bias=*/false);
-  auto b = std::make_shared<nn::Linear>(4, 4, /*bias=*/false);
+  auto a = nn::Linear(4, 4, /*bias=*/false);
+  auto b = nn::Linear(4, 4, /*bias=*/false);
   b->weight = a->weight;
   Tensor w = a->weight;
   HookLog log;
@@ -120,7 +120,7 @@ TEST(PostAccumulateGradHook, NoCallForALeafBackwardDoesNotReach) {
 }
 
 TEST(PostAccumulateGradHook, CheckpointedRegionFiresOnceFromItsNestedBackward) {
-  auto lin = std::make_shared<nn::Linear>(4, 4);
+  auto lin = nn::Linear(4, 4);
   HookLog lw, lb;
   Tensor w = lin->weight, b = lin->bias;
   lw.attach(w);

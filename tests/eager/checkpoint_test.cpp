@@ -31,21 +31,21 @@ struct BudgetScope {
 constexpr int64_t kBatch = 32, kWidth = 48, kOut = 8;
 
 // `blocks` x (Linear(W, W), GELU, Dropout(0.1)), then Linear(W, kOut).
-std::shared_ptr<nn::Sequential> make_mlp(int blocks) {
-  auto m = std::make_shared<nn::Sequential>();
+nn::Sequential make_mlp(int blocks) {
+  auto m = nn::Sequential();
   for (int i = 0; i < blocks; ++i) {
-    m->push_back(std::make_shared<nn::Linear>(kWidth, kWidth));
-    m->push_back(std::make_shared<nn::GELU>());
-    m->push_back(std::make_shared<nn::Dropout>(0.1));
+    m->push_back(nn::Linear(kWidth, kWidth));
+    m->push_back(nn::GELU());
+    m->push_back(nn::Dropout(0.1));
   }
-  m->push_back(std::make_shared<nn::Linear>(kWidth, kOut));
+  m->push_back(nn::Linear(kWidth, kOut));
   return m;
 }
 
-std::vector<UnaryFn> layer_functions(const nn::Sequential& m) {
+std::vector<UnaryFn> layer_functions(const nn::SequentialImpl& m) {
   std::vector<UnaryFn> fns;
   for (size_t i = 0; i < m.size(); ++i) {
-    std::shared_ptr<nn::UnaryModule> layer = m[i];
+    std::shared_ptr<nn::UnaryModule> layer = m.ptr<nn::UnaryModule>(i);
     fns.emplace_back([layer](const Tensor& x) { return layer->forward(x); });
   }
   return fns;
@@ -60,7 +60,7 @@ struct TrainingRun {
   int64_t evictions = 0;
 };
 
-using Forward = std::function<Tensor(nn::Sequential&, const Tensor&)>;
+using Forward = std::function<Tensor(nn::SequentialImpl&, const Tensor&)>;
 
 // Three SGD steps of the MLP on one fixed batch, everything from one seed.
 TrainingRun train(const Forward& forward, int blocks = 4, std::optional<int64_t> budget = std::nullopt,
@@ -118,10 +118,10 @@ void expect_same_run(const TrainingRun& got, const TrainingRun& want) {
     EXPECT_TRUE(same_bits(got.params[p], want.params[p])) << "parameter " << p;
 }
 
-Tensor plain_forward(nn::Sequential& m, const Tensor& x) { return m.forward(x); }
+Tensor plain_forward(nn::SequentialImpl& m, const Tensor& x) { return m.forward(x); }
 
 Forward sequential_forward(int64_t segments) {
-  return [segments](nn::Sequential& m, const Tensor& x) {
+  return [segments](nn::SequentialImpl& m, const Tensor& x) {
     return checkpoint_sequential(layer_functions(m), segments, x);
   };
 }
@@ -130,15 +130,15 @@ TEST(Checkpoint, MlpTrainingIsBitwiseThatWithoutCheckpoint) {
   const TrainingRun plain = train(plain_forward);
   // Each block in its own region; the input of the first does not require
   // grad, yet that region's parameters get their gradients.
-  const TrainingRun per_block = train([](nn::Sequential& m, const Tensor& x) {
+  const TrainingRun per_block = train([](nn::SequentialImpl& m, const Tensor& x) {
     Tensor h = x;
     for (size_t i = 0; i + 1 < m.size(); i += 3) {
       h = checkpoint(
-          [&m, i](const Tensor& in) { return m[i + 2]->forward(m[i + 1]->forward(m[i]->forward(in))); },
+          [&m, i](const Tensor& in) { return m.ptr<nn::UnaryModule>(i + 2)->forward(m.ptr<nn::UnaryModule>(i + 1)->forward(m.ptr<nn::UnaryModule>(i)->forward(in))); },
           h);
       EXPECT_EQ(h.grad_fn_name(), "CheckpointFunctionBackward");
     }
-    return m[m.size() - 1]->forward(h);
+    return m.ptr<nn::UnaryModule>(m.size() - 1)->forward(h);
   });
   expect_same_run(per_block, plain);
 }
@@ -173,7 +173,7 @@ TEST(Checkpoint, SequentialSegmentsAreBitwiseThatWithoutCheckpoint) {
     expect_same_run(train(sequential_forward(segments), blocks), plain);
   }
   // The nn::Sequential overload splits the same way.
-  expect_same_run(train([](nn::Sequential& m, const Tensor& x) { return checkpoint_sequential(m, 4, x); },
+  expect_same_run(train([](nn::SequentialImpl& m, const Tensor& x) { return checkpoint_sequential(m, 4, x); },
                         blocks),
                   plain);
 }
@@ -252,22 +252,22 @@ TEST(Checkpoint, OutputThatIsAnInputKeepsTheInputIntact) {
 }
 
 TEST(Checkpoint, NestedRegions) {
-  auto block = [](const nn::Sequential& m, size_t i, bool inner_checkpoint) {
+  auto block = [](const nn::SequentialImpl& m, size_t i, bool inner_checkpoint) {
     return [&m, i, inner_checkpoint](const Tensor& x) {
-      Tensor h = m[i]->forward(x);
-      UnaryFn act = [&m, i](const Tensor& t) { return m[i + 2]->forward(m[i + 1]->forward(t)); };
+      Tensor h = m.ptr<nn::UnaryModule>(i)->forward(x);
+      UnaryFn act = [&m, i](const Tensor& t) { return m.ptr<nn::UnaryModule>(i + 2)->forward(m.ptr<nn::UnaryModule>(i + 1)->forward(t)); };
       return inner_checkpoint ? checkpoint(act, h) : act(h);
     };
   };
   const TrainingRun plain = train(plain_forward);
-  const TrainingRun nested = train([&](nn::Sequential& m, const Tensor& x) {
+  const TrainingRun nested = train([&](nn::SequentialImpl& m, const Tensor& x) {
     // Outer regions of two blocks, each block's activation+dropout its own inner region.
     Tensor h = x;
     for (size_t i = 0; i + 1 < m.size(); i += 6) {
       UnaryFn first = block(m, i, true), second = block(m, i + 3, true);
       h = checkpoint([first, second](const Tensor& t) { return second(first(t)); }, h);
     }
-    return m[m.size() - 1]->forward(h);
+    return m.ptr<nn::UnaryModule>(m.size() - 1)->forward(h);
   });
   expect_same_run(nested, plain);
 }

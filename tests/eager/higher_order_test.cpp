@@ -170,12 +170,12 @@ TEST(HigherOrder, AFusedBackwardWithoutDerivativeIsNotImplemented) {
 // budget of half the unlimited peak train to bitwise the same critic.
 struct Critic {
   nn::Linear l1{8, 64}, l2{64, 64}, l3{64, 1};
-  Tensor forward(const Tensor& x) { return l3.forward(tanh(l2.forward(silu(l1.forward(x))))); }
+  Tensor forward(const Tensor& x) { return l3(tanh(l2(silu(l1(x))))); }
   std::vector<Tensor> parameters() {
     std::vector<Tensor> p;
     for (nn::Linear* l : {&l1, &l2, &l3}) {
-      p.push_back(l->weight);
-      p.push_back(l->bias);
+      p.push_back((*l)->weight);
+      p.push_back((*l)->bias);
     }
     return p;
   }

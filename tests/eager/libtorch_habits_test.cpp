@@ -59,48 +59,48 @@ TEST(LibtorchHabits, SgdFromALearningRateStepsAsTheLongForm) {
   nn::Linear a(3, 2);
   manual_seed(3);
   nn::Linear b(3, 2);
-  optim::SGD short_form(a.parameters(), 0.01);
-  optim::SGD long_form(b.parameters(), optim::SGDOptions(0.01).momentum(0.0));
+  optim::SGD short_form(a->parameters(), 0.01);
+  optim::SGD long_form(b->parameters(), optim::SGDOptions(0.01).momentum(0.0));
   EXPECT_DOUBLE_EQ(short_form.options().lr(), 0.01);
   const Tensor x = vals({4, 3});
   for (int i = 0; i < 2; ++i) {
     short_form.zero_grad();
     long_form.zero_grad();
-    a.forward(x).sum().backward();
-    b.forward(x).sum().backward();
+    a->forward(x).sum().backward();
+    b->forward(x).sum().backward();
     short_form.step();
     long_form.step();
   }
-  EXPECT_TRUE(testing::bitwise_equal(a.weight, b.weight));
-  EXPECT_TRUE(testing::bitwise_equal(a.bias, b.bias));
+  EXPECT_TRUE(testing::bitwise_equal(a->weight, b->weight));
+  EXPECT_TRUE(testing::bitwise_equal(a->bias, b->bias));
   // The weight moved by 2 · 0.01 · (sum of x over the batch) per output row.
   const std::vector<double> xs = x.sum(0).to_vector<double>();
-  const std::vector<double> w0 = b.weight.to_vector<double>();
+  const std::vector<double> w0 = b->weight.to_vector<double>();
   manual_seed(3);
   nn::Linear fresh(3, 2);
-  const std::vector<double> w_init = fresh.weight.to_vector<double>();
+  const std::vector<double> w_init = fresh->weight.to_vector<double>();
   for (size_t j = 0; j < 3; ++j) EXPECT_NEAR(w0[j], w_init[j] - 0.02 * xs[j], 1e-6);
 }
 
 TEST(LibtorchHabits, AdamWBetasAreTheStateDictBetas) {
   manual_seed(1);
   nn::Linear l(2, 2);
-  optim::AdamW opt(l.parameters(), optim::AdamWOptions(1e-3).betas(std::make_tuple(0.8, 0.9)));
+  optim::AdamW opt(l->parameters(), optim::AdamWOptions(1e-3).betas(std::make_tuple(0.8, 0.9)));
   const StateDict s = opt.state_dict();
   EXPECT_DOUBLE_EQ(s.at("param_groups.0.beta1").item<double>(), 0.8);
   EXPECT_DOUBLE_EQ(s.at("param_groups.0.beta2").item<double>(), 0.9);
-  EXPECT_THROW(optim::AdamW(l.parameters(), optim::AdamWOptions().betas(std::make_tuple(0.9, 1.0))),
+  EXPECT_THROW(optim::AdamW(l->parameters(), optim::AdamWOptions().betas(std::make_tuple(0.9, 1.0))),
                ValueError);
 }
 
 // ---- 2. parameters() of tied weights ------------------------------------------------
 
 struct Tied : nn::UnaryModule {
-  std::shared_ptr<nn::Embedding> wte;
-  std::shared_ptr<nn::Linear> head;
+  nn::Embedding wte{nullptr};
+  nn::Linear head{nullptr};
   Tied() : nn::UnaryModule("Tied") {
-    wte = register_module("wte", std::make_shared<nn::Embedding>(5, 3));
-    head = register_module("head", std::make_shared<nn::Linear>(3, 5, false));
+    wte = register_module("wte", nn::Embedding(5, 3));
+    head = register_module("head", nn::Linear(3, 5, false));
     head->weight = wte->weight;
     // Re-register the tied tensor under the head's name, as `head.weight = wte.weight`.
     tied = head->register_parameter("tied_weight", wte->weight);
@@ -130,64 +130,64 @@ TEST(LibtorchHabits, ParametersOfTiedWeightsAppearOnce) {
 
 // ---- 3. Sequential and ModuleList of module values ----------------------------------
 
-TEST(LibtorchHabits, SequentialOfValuesIsTheSharedPtrForm) {
+TEST(LibtorchHabits, SequentialOfHolders) {
   manual_seed(4);
   // (C++ leaves the order in which the arguments are built, so which layer
   // draws its initial values first, to the compiler, as in libtorch.)
   nn::Sequential seq(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 1));
-  ASSERT_EQ(seq.size(), 3u);
-  auto l1 = std::dynamic_pointer_cast<nn::Linear>(seq[0]);
-  auto l2 = std::dynamic_pointer_cast<nn::Linear>(seq[2]);
+  ASSERT_EQ(seq->size(), 3u);
+  auto l1 = std::dynamic_pointer_cast<nn::LinearImpl>(seq[0]);
+  auto l2 = std::dynamic_pointer_cast<nn::LinearImpl>(seq[2]);
   ASSERT_NE(l1, nullptr);
   ASSERT_NE(l2, nullptr);
-  EXPECT_EQ(l1->out_features, 16);
+  EXPECT_EQ(l1->options.out_features(), 16);
   EXPECT_EQ(seq[1]->name(), "ReLU");
-  nn::Sequential ref{l1, std::make_shared<nn::ReLU>(), l2};
+  nn::Sequential ref(l1, nn::ReLU(), l2);
   const Tensor x = vals({2, 8});
-  EXPECT_TRUE(testing::bitwise_equal(seq.forward(x), l2->forward(relu(l1->forward(x)))));
-  EXPECT_TRUE(testing::bitwise_equal(seq(x), ref.forward(x)));
-  const auto names = seq.named_parameters();
+  EXPECT_TRUE(testing::bitwise_equal(seq->forward(x), l2->forward(relu(l1->forward(x)))));
+  EXPECT_TRUE(testing::bitwise_equal(seq(x), ref->forward(x)));
+  const auto names = seq->named_parameters();
   ASSERT_EQ(names.size(), 4u);
   EXPECT_EQ(names[0].first, "0.weight");
   EXPECT_EQ(names[3].first, "2.bias");
 
-  seq.push_back(nn::Linear(1, 1));              // a value
-  seq.push_back(std::make_shared<nn::Tanh>());  // a shared_ptr
-  auto shared = std::make_shared<nn::Linear>(1, 1);
-  seq.push_back(shared);
-  ASSERT_EQ(seq.size(), 6u);
+  seq->push_back(nn::Linear(1, 1));                  // a holder
+  seq->push_back(std::make_shared<nn::TanhImpl>());  // a shared_ptr
+  auto shared = nn::Linear(1, 1);
+  seq->push_back(shared);
+  ASSERT_EQ(seq->size(), 6u);
   EXPECT_EQ(seq[5].get(), shared.get());
-  EXPECT_EQ(seq.named_parameters().back().first, "5.bias");
+  EXPECT_EQ(seq->named_parameters().back().first, "5.bias");
   size_t n = 0;
-  for (const auto& layer : seq) n += layer != nullptr;
+  for (const auto& layer : *seq) n += layer.ptr() != nullptr;
   EXPECT_EQ(n, 6u);
 
-  auto ptr = std::make_shared<nn::Sequential>(nn::Linear(2, 2), nn::SiLU());
+  auto ptr = nn::Sequential(nn::Linear(2, 2), nn::SiLU());
   EXPECT_EQ(ptr->size(), 2u);
 }
 
-TEST(LibtorchHabits, ModulesAreMovableValues) {
+TEST(LibtorchHabits, HoldersAreValuesSharingTheirModule) {
   manual_seed(5);
   nn::Linear a(3, 2);
-  const Tensor w = a.weight;
+  const Tensor w = a->weight;
   std::vector<nn::Linear> layers;
   layers.push_back(std::move(a));
   layers.emplace_back(2, 2);
-  EXPECT_EQ(layers[0].weight.impl(), w.impl());
-  ASSERT_EQ(layers[0].parameters().size(), 2u);
-  EXPECT_EQ(layers[0].parameters()[0].impl(), w.impl());
-  const Tensor y = layers[1].forward(layers[0].forward(vals({1, 3})));
+  EXPECT_EQ(layers[0]->weight.impl(), w.impl());
+  ASSERT_EQ(layers[0]->parameters().size(), 2u);
+  EXPECT_EQ(layers[0]->parameters()[0].impl(), w.impl());
+  const Tensor y = layers[1](layers[0](vals({1, 3})));
   EXPECT_EQ(y.shape(), (Shape{1, 2}));
 }
 
 TEST(LibtorchHabits, ModuleListNamesAndIndexes) {
   manual_seed(6);
   struct Net : nn::Module {
-    std::shared_ptr<nn::ModuleList> blocks;
+    nn::ModuleList blocks{nullptr};
     Net() : nn::Module("Net") {
-      blocks = register_module("blocks", std::make_shared<nn::ModuleList>(nn::Linear(2, 3), nn::ReLU()));
+      blocks = register_module("blocks", nn::ModuleList(nn::Linear(2, 3), nn::ReLU()));
       blocks->push_back(nn::Linear(3, 1));
-      blocks->push_back(std::make_shared<nn::Sigmoid>());
+      blocks->push_back(nn::Sigmoid());
     }
   } net;
   ASSERT_EQ(net.blocks->size(), 4u);
@@ -197,13 +197,13 @@ TEST(LibtorchHabits, ModuleListNamesAndIndexes) {
   EXPECT_EQ(names[2].first, "blocks.2.weight");
   Tensor h = vals({5, 2});
   for (const auto& m : *net.blocks) h = std::dynamic_pointer_cast<nn::UnaryModule>(m)->forward(h);
-  auto l0 = net.blocks->ptr<nn::Linear>(0);
-  auto l2 = net.blocks->ptr<nn::Linear>(2);
+  auto l0 = net.blocks->ptr<nn::LinearImpl>(0);
+  auto l2 = net.blocks->ptr<nn::LinearImpl>(2);
   const Tensor ref = sigmoid(l2->forward(relu(l0->forward(vals({5, 2})))));
   EXPECT_TRUE(testing::bitwise_equal(h, ref));
   EXPECT_EQ((*net.blocks)[1]->name(), "ReLU");
   EXPECT_THROW((*net.blocks)[4], IndexError);
-  EXPECT_THROW(net.blocks->ptr<nn::Linear>(1), TypeError);
+  EXPECT_THROW(net.blocks->ptr<nn::LinearImpl>(1), TypeError);
 }
 
 // ---- 4. single-int dims and sizes -------------------------------------------------------
@@ -378,11 +378,11 @@ TEST(LibtorchHabits, MethodsAreTheFreeFunctions) {
 TEST(LibtorchHabits, ModuleToDtypeCastsFloatingTensorsOnly) {
   manual_seed(7);
   nn::Sequential m(nn::Linear(3, 4), nn::BatchNorm2d(4));
-  auto lin = std::dynamic_pointer_cast<nn::Linear>(m[0]);
-  auto bn = std::dynamic_pointer_cast<nn::BatchNorm2d>(m[1]);
+  auto lin = std::dynamic_pointer_cast<nn::LinearImpl>(m[0]);
+  auto bn = std::dynamic_pointer_cast<nn::BatchNorm2dImpl>(m[1]);
   const std::vector<double> w = lin->weight.to_vector<double>();
-  const Tensor handle = m.parameters()[0];
-  m.to(kFloat64);
+  const Tensor handle = m->parameters()[0];
+  m->to(kFloat64);
   EXPECT_EQ(lin->weight.dtype(), kFloat64);
   EXPECT_EQ(handle.dtype(), kFloat64);  // handles fetched before see the cast
   EXPECT_EQ(lin->weight.to_vector<double>(), w);
@@ -394,31 +394,31 @@ TEST(LibtorchHabits, ModuleToDtypeCastsFloatingTensorsOnly) {
   EXPECT_EQ(y.dtype(), kFloat64);
   y.sum().backward();
   EXPECT_EQ(lin->weight.grad().dtype(), kFloat64);
-  m.to(Device(kCPU), kFloat32);
+  m->to(Device(kCPU), kFloat32);
   EXPECT_EQ(lin->weight.dtype(), kFloat32);
   EXPECT_EQ(lin->weight.grad().dtype(), kFloat32);  // a defined grad is cast too
   EXPECT_EQ(lin->weight.to_vector<double>(), w);
-  EXPECT_THROW(m.to(kInt64), TypeError);
+  EXPECT_THROW(m->to(kInt64), TypeError);
 }
 
 TEST(LibtorchHabits, PoolingFlattenAndActivationModules) {
   const Tensor x = vals({2, 3, 6, 6});
-  EXPECT_TRUE(same_values(nn::MaxPool2d(2).forward(x), max_pool2d(x, {2, 2}, {2, 2})));
-  EXPECT_TRUE(same_values(nn::MaxPool2d(3, 1, 1).forward(x), max_pool2d(x, {3, 3}, {1, 1}, {1, 1})));
-  EXPECT_TRUE(same_values(nn::AvgPool2d(2).forward(x), avg_pool2d(x, {2, 2}, {2, 2})));
-  EXPECT_TRUE(same_values(nn::AvgPool2d({3, 2}, {{1, 2}}).forward(x), avg_pool2d(x, {3, 2}, {1, 2})));
-  EXPECT_TRUE(same_values(nn::AdaptiveAvgPool2d(1).forward(x), adaptive_avg_pool2d(x, {1, 1})));
-  EXPECT_TRUE(same_values(nn::AdaptiveAvgPool2d({2, 3}).forward(x), adaptive_avg_pool2d(x, {2, 3})));
-  EXPECT_EQ(nn::Flatten().forward(x).shape(), (Shape{2, 108}));
-  EXPECT_EQ(nn::Flatten(0, 1).forward(x).shape(), (Shape{6, 6, 6}));
-  EXPECT_TRUE(same_values(nn::SiLU().forward(x), silu(x)));
-  EXPECT_TRUE(same_values(nn::Tanh().forward(x), tanh(x)));
-  EXPECT_TRUE(same_values(nn::Sigmoid().forward(x), sigmoid(x)));
+  EXPECT_TRUE(same_values(nn::MaxPool2d(2)->forward(x), max_pool2d(x, {2, 2}, {2, 2})));
+  EXPECT_TRUE(same_values(nn::MaxPool2d(3, 1, 1)->forward(x), max_pool2d(x, {3, 3}, {1, 1}, {1, 1})));
+  EXPECT_TRUE(same_values(nn::AvgPool2d(2)->forward(x), avg_pool2d(x, {2, 2}, {2, 2})));
+  EXPECT_TRUE(same_values(nn::AvgPool2d(nn::AvgPool2dOptions({3, 2}).stride({1, 2}))->forward(x), avg_pool2d(x, {3, 2}, {1, 2})));
+  EXPECT_TRUE(same_values(nn::AdaptiveAvgPool2d(1)->forward(x), adaptive_avg_pool2d(x, {1, 1})));
+  EXPECT_TRUE(same_values(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({2, 3}))->forward(x), adaptive_avg_pool2d(x, {2, 3})));
+  EXPECT_EQ(nn::Flatten()->forward(x).shape(), (Shape{2, 108}));
+  EXPECT_EQ(nn::Flatten(0, 1)->forward(x).shape(), (Shape{6, 6, 6}));
+  EXPECT_TRUE(same_values(nn::SiLU()->forward(x), silu(x)));
+  EXPECT_TRUE(same_values(nn::Tanh()->forward(x), tanh(x)));
+  EXPECT_TRUE(same_values(nn::Sigmoid()->forward(x), sigmoid(x)));
   // A small CNN as a libtorch user writes it.
   manual_seed(8);
   nn::Sequential cnn(nn::Conv2d(3, 4, 3, 1, 1), nn::ReLU(), nn::MaxPool2d(2), nn::AdaptiveAvgPool2d(1),
                      nn::Flatten(), nn::Linear(4, 2));
-  EXPECT_EQ(cnn.forward(x).shape(), (Shape{2, 2}));
+  EXPECT_EQ(cnn->forward(x).shape(), (Shape{2, 2}));
 }
 
 // ---- 8. gradient clipping ------------------------------------------------------------------

@@ -12,10 +12,9 @@ namespace {
 using testing::bitwise_equal;
 using testing::second_device;
 
-std::shared_ptr<nn::Sequential> make_mlp() {
+nn::Sequential make_mlp() {
   manual_seed(7);
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-      std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3)});
+  return nn::Sequential(nn::Linear(6, 16), nn::ReLU(), nn::Linear(16, 3));
 }
 
 // One SGD step (momentum, so the optimizer's state is on the device too) on
@@ -56,7 +55,7 @@ TEST(ModuleTo, SequentialTrainsOneStepBitwiseAsOnTheCpu) {
 
 TEST(ModuleTo, HandlesTakenBeforeTheMoveSeeIt) {
   auto m = make_mlp();
-  auto linear = std::dynamic_pointer_cast<nn::Linear>((*m)[0]);
+  auto linear = std::dynamic_pointer_cast<nn::LinearImpl>((*m)[0]);
   ASSERT_NE(linear, nullptr);
   const std::vector<Tensor> before = m->parameters();
   const std::vector<double> weight = linear->weight.to_vector<double>();
@@ -85,9 +84,9 @@ TEST(ModuleTo, HandlesTakenBeforeTheMoveSeeIt) {
 
 TEST(ModuleTo, BatchNormBuffersMoveAndUpdateAsOnTheCpu) {
   manual_seed(5);
-  auto cpu = std::make_shared<nn::BatchNorm2d>(3);
+  auto cpu = nn::BatchNorm2d(3);
   manual_seed(5);
-  auto dev = std::make_shared<nn::BatchNorm2d>(3);
+  auto dev = nn::BatchNorm2d(3);
   dev->to(second_device());
   const auto buffers = dev->named_buffers();
   ASSERT_EQ(buffers.size(), 3u);
@@ -148,14 +147,14 @@ TEST(ModuleTo, MovingWhereItIsIsANoOpAndBackComesHome) {
 
 TEST(ModuleTo, TiedParameterMovesOnceAndStaysShared) {
   manual_seed(1);
-  auto a = std::make_shared<nn::Linear>(4, 4);
+  auto a = nn::Linear(4, 4);
   nn::Sequential m;
-  m.push_back(a);
-  m.push_back(a);  // the same layer twice: its weight is registered under two names
-  ASSERT_EQ(m.named_parameters().size(), 2u);  // listed once, as PyTorch's remove_duplicate
-  ASSERT_EQ(m.named_parameters(true, false).size(), 4u);
-  m.to(second_device());
-  const auto named = m.named_parameters(true, false);
+  m->push_back(a);
+  m->push_back(a);  // the same layer twice: its weight is registered under two names
+  ASSERT_EQ(m->named_parameters().size(), 2u);  // listed once, as PyTorch's remove_duplicate
+  ASSERT_EQ(m->named_parameters(true, false).size(), 4u);
+  m->to(second_device());
+  const auto named = m->named_parameters(true, false);
   EXPECT_EQ(named[0].second.impl(), named[2].second.impl());
   EXPECT_EQ(a->weight.device(), second_device());
 }

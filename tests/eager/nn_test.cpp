@@ -46,13 +46,12 @@ bool message_has(const std::function<void()>& fn, const std::vector<std::string>
 // PyTorch's Block from nn_reference.py: own parameter and buffer, then a Sequential.
 struct Block : nn::UnaryModule {
   Tensor scale, count;
-  std::shared_ptr<nn::Sequential> body;
+  nn::Sequential body{nullptr};
   Block() : nn::UnaryModule("Block") {
     scale = register_parameter("scale", ones({2}));
     count = register_buffer("count", zeros({1}));
-    body = register_module("body", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-                                       std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::BatchNorm2d>(2),
-                                       std::make_shared<nn::Linear>(2, 1, /*bias=*/false)}));
+    body = register_module("body", nn::Sequential(nn::Linear(2, 2), nn::BatchNorm2d(2),
+                                       nn::Linear(2, 1, /*bias=*/false)));
   }
   Tensor forward(const Tensor& x) override { return x; }
 };
@@ -93,7 +92,7 @@ TEST(NNModule, RegistrationErrors) {
   x.requires_grad_();
   Tensor nonleaf = x * 2.0;
   EXPECT_THROW(b.register_parameter("nonleaf", nonleaf), ValueError);
-  EXPECT_THROW(b.register_module("body", std::make_shared<nn::ReLU>()), ValueError);
+  EXPECT_THROW(b.register_module("body", nn::ReLU()), ValueError);
   // An undefined parameter (bias=None) registers nothing.
   EXPECT_FALSE(b.register_parameter("none", Tensor()).defined());
   EXPECT_EQ(b.named_parameters().size(), 6u);
@@ -110,14 +109,14 @@ TEST(NNModule, TrainEvalAndZeroGrad) {
   EXPECT_THROW((*b.body)[3], IndexError);
 
   nn::Linear lin(3, 2);
-  Tensor loss = sum(lin.forward(vals({4, 3}, 3)));
+  Tensor loss = sum(lin->forward(vals({4, 3}, 3)));
   loss.backward();
-  ASSERT_TRUE(lin.weight.grad().defined());
+  ASSERT_TRUE(lin->weight.grad().defined());
   // d sum(xW^T+b)/db = batch size.
-  EXPECT_TRUE(testing::allclose(lin.bias.grad(), {4, 4}));
-  lin.zero_grad();
-  EXPECT_FALSE(lin.weight.grad().defined());
-  EXPECT_FALSE(lin.bias.grad().defined());
+  EXPECT_TRUE(testing::allclose(lin->bias.grad(), {4, 4}));
+  lin->zero_grad();
+  EXPECT_FALSE(lin->weight.grad().defined());
+  EXPECT_FALSE(lin->bias.grad().defined());
 }
 
 TEST(NNModule, StateDictRoundTripAndErrors) {
@@ -173,22 +172,22 @@ TEST(NNInit, LinearIsKaimingUniformFromTheGlobalSeed) {
   std::vector<double> ew, eb;
   for (double u : w) ew.push_back(-bound + 2 * bound * u);
   for (double u : b) eb.push_back(-bound + 2 * bound * u);
-  EXPECT_TRUE(testing::allclose(lin.weight, ew, 1e-7, 1e-6));
-  EXPECT_TRUE(testing::allclose(lin.bias, eb, 1e-7, 1e-6));
-  EXPECT_EQ(lin.weight.dtype(), kFloat32);
+  EXPECT_TRUE(testing::allclose(lin->weight, ew, 1e-7, 1e-6));
+  EXPECT_TRUE(testing::allclose(lin->bias, eb, 1e-7, 1e-6));
+  EXPECT_EQ(lin->weight.dtype(), kFloat32);
 
   // Same seed, same model; float64 modules start from the same values.
   manual_seed(11);
   nn::Linear again(3, 2, true, kFloat64);
-  EXPECT_EQ(again.weight.dtype(), kFloat64);
-  EXPECT_TRUE(testing::allclose(again.weight, ew, 1e-15, 1e-15));
+  EXPECT_EQ(again->weight.dtype(), kFloat64);
+  EXPECT_TRUE(testing::allclose(again->weight, ew, 1e-15, 1e-15));
 
   manual_seed(5);
-  nn::Conv2d conv(4, 6, {3, 2});
+  nn::Conv2d conv(nn::Conv2dOptions(4, 6, {3, 2}));
   const double cbound = 1.0 / std::sqrt(4.0 * 3 * 2);
-  EXPECT_EQ(conv.weight.shape(), (Shape{6, 4, 3, 2}));
+  EXPECT_EQ(conv->weight.shape(), (Shape{6, 4, 3, 2}));
   double lo = 1, hi = -1;
-  for (double v : conv.weight.to_vector<double>()) {
+  for (double v : conv->weight.to_vector<double>()) {
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   }
@@ -198,7 +197,7 @@ TEST(NNInit, LinearIsKaimingUniformFromTheGlobalSeed) {
   EXPECT_GT(hi, 0.8 * cbound);
 
   nn::Embedding emb(100, 20);
-  const auto e = emb.weight.to_vector<double>();
+  const auto e = emb->weight.to_vector<double>();
   double mean = 0, sq = 0;
   for (double v : e) mean += v / double(e.size());
   for (double v : e) sq += (v - mean) * (v - mean) / double(e.size());
@@ -208,19 +207,19 @@ TEST(NNInit, LinearIsKaimingUniformFromTheGlobalSeed) {
 
 TEST(NNLayers, LinearMatchesPyTorch) {
   nn::Linear lin(3, 2);
-  lin.load_state_dict({{"weight", vals({2, 3}, 7)}, {"bias", vals({2}, 5)}});
-  EXPECT_TRUE(testing::allclose(lin.forward(vals({2, 3}, 3)),
+  lin->load_state_dict({{"weight", vals({2, 3}, 7)}, {"bias", vals({2}, 5)}});
+  EXPECT_TRUE(testing::allclose(lin->forward(vals({2, 3}, 3)),
                                 {-0.2488749623298645, -0.1486000120639801, -0.6748499870300293, -0.5562500357627869},
                                 1e-6));
   nn::Linear nobias(3, 2, false);
-  EXPECT_EQ(nobias.state_dict().keys(), (std::vector<std::string>{"weight"}));
-  EXPECT_THROW(lin.forward(ones({2, 4})), ValueError);
+  EXPECT_EQ(nobias->state_dict().keys(), (std::vector<std::string>{"weight"}));
+  EXPECT_THROW(lin->forward(ones({2, 4})), ValueError);
 }
 
 TEST(NNLayers, Conv2dMatchesPyTorch) {
   nn::Conv2d conv(2, 3, 3, /*stride=*/2, /*padding=*/1);
-  conv.load_state_dict({{"weight", vals({3, 2, 3, 3}, 5)}, {"bias", vals({3}, 3)}});
-  Tensor y = conv.forward(vals({1, 2, 5, 5}, 7));
+  conv->load_state_dict({{"weight", vals({3, 2, 3, 3}, 5)}, {"bias", vals({3}, 3)}});
+  Tensor y = conv->forward(vals({1, 2, 5, 5}, 7));
   EXPECT_EQ(y.shape(), (Shape{1, 3, 3, 3}));
   EXPECT_TRUE(testing::allclose(
       y,
@@ -233,21 +232,21 @@ TEST(NNLayers, Conv2dMatchesPyTorch) {
        1.1121000051498413,   2.488999843597412,    2.4059500694274902},
       1e-5));
   nn::Conv2d grouped(4, 6, 1, 1, 0, 1, /*groups=*/2);
-  EXPECT_EQ(grouped.weight.shape(), (Shape{6, 2, 1, 1}));
+  EXPECT_EQ(grouped->weight.shape(), (Shape{6, 2, 1, 1}));
   EXPECT_THROW(nn::Conv2d(3, 6, 1, 1, 0, 1, 2), ValueError);
   EXPECT_THROW(nn::Conv2d(2, 2, 0), ValueError);
 }
 
 TEST(NNLayers, BatchNorm2dTrainingUpdatesRunningStatsOncePerForward) {
   nn::BatchNorm2d bn(3);
-  bn.load_state_dict({{"weight", add(vals({3}, 4), 1.0)},
+  bn->load_state_dict({{"weight", add(vals({3}, 4), 1.0)},
                       {"bias", vals({3}, 2)},
                       {"running_mean", zeros({3})},
                       {"running_var", ones({3})},
                       {"num_batches_tracked", zeros({}, kInt64)}});
   const Tensor x1 = vals({2, 3, 2, 2}, 5);
   const Tensor x2 = add(mul(vals({2, 3, 2, 2}, 11), 2.0), 0.5);
-  Tensor y1 = bn.forward(x1);
+  Tensor y1 = bn->forward(x1);
   EXPECT_TRUE(testing::allclose(
       y1,
       {-1.1007786989212036, -0.7825722694396973, -0.4643658697605133, -0.9604672193527222,
@@ -257,14 +256,14 @@ TEST(NNLayers, BatchNorm2dTrainingUpdatesRunningStatsOncePerForward) {
        -1.5533522367477417, -0.41970497369766235, 0.713942289352417,  -1.0534762144088745,
        0.839173436164856,   -1.6810212135314941, -0.06453271210193634, 1.5519558191299438},
       1e-5));
-  bn.forward(x2);
-  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 2);
-  EXPECT_TRUE(testing::allclose(bn.running_mean, {0.06362500041723251, 0.06163124740123749, 0.1449500173330307}, 1e-6));
-  EXPECT_TRUE(testing::allclose(bn.running_var, {0.9767261147499084, 0.9080161452293396, 0.8841592073440552}, 1e-6));
+  bn->forward(x2);
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 2);
+  EXPECT_TRUE(testing::allclose(bn->running_mean, {0.06362500041723251, 0.06163124740123749, 0.1449500173330307}, 1e-6));
+  EXPECT_TRUE(testing::allclose(bn->running_var, {0.9767261147499084, 0.9080161452293396, 0.8841592073440552}, 1e-6));
   // Evaluation mode: running statistics, no update.
-  bn.eval();
-  Tensor ye = bn.forward(x1);
-  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 2);
+  bn->eval();
+  Tensor ye = bn->forward(x1);
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 2);
   EXPECT_TRUE(testing::allclose(
       ye,
       {-0.9558143615722656, -0.7951849102973938, -0.6345555186271667, -0.884985625743866,
@@ -274,48 +273,48 @@ TEST(NNLayers, BatchNorm2dTrainingUpdatesRunningStatsOncePerForward) {
        -0.8103258013725281, -0.30387401580810547, 0.20257778465747833, -0.5870084762573242,
        0.3508378863334656,  -0.986284613609314,  -0.12863533198833466, 0.7290140390396118},
       1e-5));
-  EXPECT_TRUE(testing::allclose(bn.running_mean, {0.06362500041723251, 0.06163124740123749, 0.1449500173330307}, 1e-6));
+  EXPECT_TRUE(testing::allclose(bn->running_mean, {0.06362500041723251, 0.06163124740123749, 0.1449500173330307}, 1e-6));
 
   // momentum=None: cumulative moving average.
   nn::BatchNorm2d cma(3, 1e-5, std::nullopt);
-  cma.forward(x1);
-  cma.forward(x2);
-  EXPECT_TRUE(testing::allclose(cma.running_mean, {0.31562498211860657, 0.32093751430511475, 0.7325000166893005}, 1e-6));
-  EXPECT_TRUE(testing::allclose(cma.running_var, {0.8478526473045349, 0.5004363059997559, 0.38501787185668945}, 1e-6));
+  cma->forward(x1);
+  cma->forward(x2);
+  EXPECT_TRUE(testing::allclose(cma->running_mean, {0.31562498211860657, 0.32093751430511475, 0.7325000166893005}, 1e-6));
+  EXPECT_TRUE(testing::allclose(cma->running_var, {0.8478526473045349, 0.5004363059997559, 0.38501787185668945}, 1e-6));
 
   // track_running_stats=false: no buffers, batch statistics in both modes.
   nn::BatchNorm2d plain(3, 1e-5, 0.1, /*affine=*/true, /*track_running_stats=*/false);
-  plain.load_state_dict({{"weight", add(vals({3}, 4), 1.0)}, {"bias", vals({3}, 2)}});
-  EXPECT_EQ(plain.state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
-  plain.eval();
-  EXPECT_TRUE(testing::allclose(plain.forward(x1), y1.to_vector<double>(), 1e-6));
+  plain->load_state_dict({{"weight", add(vals({3}, 4), 1.0)}, {"bias", vals({3}, 2)}});
+  EXPECT_EQ(plain->state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
+  plain->eval();
+  EXPECT_TRUE(testing::allclose(plain->forward(x1), y1.to_vector<double>(), 1e-6));
 
-  EXPECT_THROW(bn.forward(ones({2, 3})), ValueError);
-  EXPECT_THROW(bn.forward(ones({2, 4, 2, 2})), ValueError);
+  EXPECT_THROW(bn->forward(ones({2, 3})), ValueError);
+  EXPECT_THROW(bn->forward(ones({2, 4, 2, 2})), ValueError);
 }
 
 TEST(NNLayers, LayerNormEmbeddingDropoutActivations) {
-  nn::LayerNorm ln({4});
-  ln.load_state_dict({{"weight", add(vals({4}, 3), 1.0)}, {"bias", vals({4}, 5)}});
-  EXPECT_TRUE(testing::allclose(ln.forward(vals({2, 4}, 5)),
+  nn::LayerNorm ln(nn::LayerNormOptions({4}));
+  ln->load_state_dict({{"weight", add(vals({4}, 3), 1.0)}, {"bias", vals({4}, 5)}});
+  EXPECT_TRUE(testing::allclose(ln->forward(vals({2, 4}, 5)),
                                 {-1.0377378463745117, 0.0037428901996463537, 2.0754432678222656,
                                  -1.2581908702850342, -0.8462168574333191, 0.7490960955619812,
                                  -0.8679970502853394, 0.07073868811130524},
                                 1e-5));
   nn::Embedding emb(5, 3);
-  emb.load_state_dict({{"weight", vals({5, 3}, 7)}});
+  emb->load_state_dict({{"weight", vals({5, 3}, 7)}});
   Tensor idx = from_vector(std::vector<int64_t>{0, 4, 2, 2}, {2, 2});
-  Tensor e = emb.forward(idx);
+  Tensor e = emb->forward(idx);
   EXPECT_EQ(e.shape(), (Shape{2, 2, 3}));
   EXPECT_TRUE(testing::allclose(e, {-0.75, 0.135, -0.605, 0.12, -0.62, 0.265, -0.315, 0.57, -0.17,
                                     -0.315, 0.57, -0.17},
                                 1e-6));
-  EXPECT_THROW(emb.forward(from_vector(std::vector<int64_t>{5})), IndexError);
+  EXPECT_THROW(emb->forward(from_vector(std::vector<int64_t>{5})), IndexError);
 
   nn::Dropout drop(0.5);
   Tensor x = ones({1000});
   manual_seed(3);
-  const auto kept = drop.forward(x).to_vector<double>();
+  const auto kept = drop->forward(x).to_vector<double>();
   int zeros_seen = 0;
   for (double v : kept) {
     EXPECT_TRUE(v == 0.0 || v == 2.0) << v;
@@ -323,59 +322,59 @@ TEST(NNLayers, LayerNormEmbeddingDropoutActivations) {
   }
   EXPECT_GT(zeros_seen, 400);
   EXPECT_LT(zeros_seen, 600);
-  drop.eval();
-  EXPECT_TRUE(testing::bitwise_equal(drop.forward(x), x));
+  drop->eval();
+  EXPECT_TRUE(testing::bitwise_equal(drop->forward(x), x));
   EXPECT_THROW(nn::Dropout(1.5), ValueError);
 
   Tensor v = from_vector(std::vector<float>{-1.0f, 0.5f, 2.0f});
-  EXPECT_TRUE(testing::allclose(nn::ReLU().forward(v), {0, 0.5, 2}));
+  EXPECT_TRUE(testing::allclose(nn::ReLU()->forward(v), {0, 0.5, 2}));
   // torch.nn.GELU()(torch.tensor([-1., .5, 2.])) and approximate='tanh'.
-  EXPECT_TRUE(testing::allclose(nn::GELU().forward(v), {-0.1586552858352661, 0.3457311987876892, 1.9544999599456787}, 1e-6));
-  EXPECT_TRUE(testing::allclose(nn::GELU("tanh").forward(v), {-0.15880799293518066, 0.3457140028476715, 1.9545977115631104}, 1e-6));
+  EXPECT_TRUE(testing::allclose(nn::GELU()->forward(v), {-0.1586552858352661, 0.3457311987876892, 1.9544999599456787}, 1e-6));
+  EXPECT_TRUE(testing::allclose(nn::GELU("tanh")->forward(v), {-0.15880799293518066, 0.3457140028476715, 1.9545977115631104}, 1e-6));
   EXPECT_THROW(nn::GELU("fast"), ValueError);
 }
 
 TEST(NNLayers, RMSNormHardtanhReLU6) {
   // nn_reference.py: rms, rms_no_affine (torch.nn.RMSNorm's formula), hardtanh, relu6.
-  nn::RMSNorm rms({4}, 1e-6);
-  EXPECT_EQ(rms.state_dict().keys(), (std::vector<std::string>{"weight"}));
-  EXPECT_TRUE(testing::allclose(rms.weight, {1, 1, 1, 1}));
-  rms.load_state_dict({{"weight", add(vals({4}, 3), 1.0)}});
-  EXPECT_TRUE(testing::allclose(rms.forward(vals({2, 4}, 5)),
+  nn::RMSNorm rms(nn::RMSNormOptions({4}).eps(1e-6));
+  EXPECT_EQ(rms->state_dict().keys(), (std::vector<std::string>{"weight"}));
+  EXPECT_TRUE(testing::allclose(rms->weight, {1, 1, 1, 1}));
+  rms->load_state_dict({{"weight", add(vals({4}, 3), 1.0)}});
+  EXPECT_TRUE(testing::allclose(rms->forward(vals({2, 4}, 5)),
                                 {-0.3630305528640747, -0.14138829708099365, 1.0269408226013184,
                                  -1.2785451412200928, 0.08689729124307632, 1.0701532363891602,
                                  -0.4082592725753784, 1.3170995712280273},
                                 1e-5));
-  nn::RMSNorm plain({4}, std::nullopt, false);
-  EXPECT_TRUE(plain.state_dict().keys().empty());
-  EXPECT_FALSE(plain.weight.defined());
-  EXPECT_TRUE(testing::allclose(plain.forward(vals({2, 4}, 5)),
+  nn::RMSNorm plain(nn::RMSNormOptions({4}).elementwise_affine(false));
+  EXPECT_TRUE(plain->state_dict().keys().empty());
+  EXPECT_FALSE(plain->weight.defined());
+  EXPECT_TRUE(testing::allclose(plain->forward(vals({2, 4}, 5)),
                                 {-1.4521245956420898, -0.22265909612178802, 1.0068062543869019,
                                  -0.9099980592727661, 0.3475898504257202, 1.6852840185165405,
                                  -0.4002549648284912, 0.9374392628669739},
                                 1e-5));
-  EXPECT_THROW(rms.forward(ones({2, 3})), ValueError);
+  EXPECT_THROW(rms->forward(ones({2, 3})), ValueError);
 
-  EXPECT_TRUE(testing::allclose(nn::Hardtanh(-0.5, 0.25).forward(mul(vals({6}, 5), 4.0)),
+  EXPECT_TRUE(testing::allclose(nn::Hardtanh(-0.5, 0.25)->forward(mul(vals({6}, 5), 4.0)),
                                 {-0.5, -0.46000000834465027, 0.25, -0.5, 0.25, 0.25}, 1e-6));
-  EXPECT_TRUE(testing::allclose(nn::Hardtanh().forward(vals({6}, 5)), {-0.75, -0.115, 0.52, -0.47, 0.165, 0.8}, 1e-6));
-  EXPECT_TRUE(testing::allclose(nn::ReLU6().forward(mul(vals({6}, 5), 10.0)),
+  EXPECT_TRUE(testing::allclose(nn::Hardtanh()->forward(vals({6}, 5)), {-0.75, -0.115, 0.52, -0.47, 0.165, 0.8}, 1e-6));
+  EXPECT_TRUE(testing::allclose(nn::ReLU6()->forward(mul(vals({6}, 5), 10.0)),
                                 {0.0, 0.0, 5.199999809265137, 0.0, 1.6500000953674316, 6.0}, 1e-6));
-  EXPECT_EQ(nn::ReLU6().name(), "ReLU6");
-  EXPECT_EQ(nn::Hardtanh().name(), "Hardtanh");
+  EXPECT_EQ(nn::ReLU6()->name(), "ReLU6");
+  EXPECT_EQ(nn::Hardtanh()->name(), "Hardtanh");
   EXPECT_THROW(nn::Hardtanh(1.0, -1.0), ValueError);
 }
 
 TEST(NNLayers, CausalSelfAttentionMatchesPyTorch) {
   nn::CausalSelfAttention attn(4, 2);
-  EXPECT_EQ(attn.state_dict().keys(),
+  EXPECT_EQ(attn->state_dict().keys(),
             (std::vector<std::string>{"c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"}));
-  attn.load_state_dict({{"c_attn.weight", vals({12, 4}, 5)},
+  attn->load_state_dict({{"c_attn.weight", vals({12, 4}, 5)},
                         {"c_attn.bias", vals({12}, 3)},
                         {"c_proj.weight", vals({4, 4}, 7)},
                         {"c_proj.bias", vals({4}, 11)}});
   Tensor x = vals({1, 3, 4}, 3);
-  Tensor y = attn.forward(x);
+  Tensor y = attn->forward(x);
   EXPECT_EQ(y.shape(), (Shape{1, 3, 4}));
   EXPECT_TRUE(testing::allclose(
       y,
@@ -386,24 +385,24 @@ TEST(NNLayers, CausalSelfAttentionMatchesPyTorch) {
   // Causality: changing the last position leaves the earlier outputs alone.
   std::vector<double> xv = x.to_vector<double>();
   for (size_t i = 8; i < 12; ++i) xv[i] += 1.0;
-  Tensor y2 = attn.forward(from_vector(xv, {1, 3, 4}, kFloat32));
+  Tensor y2 = attn->forward(from_vector(xv, {1, 3, 4}, kFloat32));
   const auto a = y.to_vector<float>(), b = y2.to_vector<float>();
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(a[i], b[i]) << i;
   EXPECT_NE(a[8], b[8]);
-  EXPECT_THROW(attn.forward(ones({1, 3, 5})), ValueError);
+  EXPECT_THROW(attn->forward(ones({1, 3, 5})), ValueError);
   EXPECT_THROW(nn::CausalSelfAttention(6, 4), ValueError);
 }
 
 TEST(NNLayers, SequentialComposes) {
   manual_seed(4);
-  auto l1 = std::make_shared<nn::Linear>(3, 5);
-  auto l2 = std::make_shared<nn::Linear>(5, 2);
-  nn::Sequential seq{l1, std::make_shared<nn::GELU>(), l2};
-  EXPECT_EQ(seq.size(), 3u);
-  EXPECT_EQ(seq.state_dict().keys(), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  auto l1 = nn::Linear(3, 5);
+  auto l2 = nn::Linear(5, 2);
+  nn::Sequential seq{l1, nn::GELU(), l2};
+  EXPECT_EQ(seq->size(), 3u);
+  EXPECT_EQ(seq->state_dict().keys(), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
   Tensor x = vals({4, 3}, 3);
-  EXPECT_TRUE(testing::bitwise_equal(seq.forward(x), l2->forward(gelu(l1->forward(x)))));
-  EXPECT_TRUE(testing::bitwise_equal(seq(x), seq.forward(x)));
+  EXPECT_TRUE(testing::bitwise_equal(seq->forward(x), l2->forward(gelu(l1->forward(x)))));
+  EXPECT_TRUE(testing::bitwise_equal(seq(x), seq->forward(x)));
 }
 
 // Gradient checks of module forwards in float64: the module's parameters are
@@ -412,36 +411,36 @@ TEST(NNGradcheck, LinearForward) {
   nn::Linear lin(3, 2, true, kFloat64);
   EXPECT_TRUE(testing::gradcheck(
       [&](const std::vector<Tensor>& in) {
-        lin.weight = in[1];
-        lin.bias = in[2];
-        return lin.forward(in[0]);
+        lin->weight = in[1];
+        lin->bias = in[2];
+        return lin->forward(in[0]);
       },
       {testing::leaf({4, 3}, 1), testing::leaf({2, 3}, 2), testing::leaf({2}, 3)}));
 }
 
 TEST(NNGradcheck, Conv2dForward) {
-  nn::Conv2d conv(2, 3, {3, 2}, {2, 1}, {1, 0}, 1, 1, true, kFloat64);
+  nn::Conv2d conv(nn::Conv2dOptions(2, 3, {3, 2}).stride({2, 1}).padding({1, 0}), kFloat64);
   EXPECT_TRUE(testing::gradcheck(
       [&](const std::vector<Tensor>& in) {
-        conv.weight = in[1];
-        conv.bias = in[2];
-        return conv.forward(in[0]);
+        conv->weight = in[1];
+        conv->bias = in[2];
+        return conv->forward(in[0]);
       },
       {testing::leaf({2, 2, 5, 4}, 4), testing::leaf({3, 2, 3, 2}, 5), testing::leaf({3}, 6)}));
 }
 
 TEST(NNGradcheck, LayerNormAndAttentionForward) {
-  nn::LayerNorm ln({3}, 1e-5, true, true, kFloat64);
+  nn::LayerNorm ln(nn::LayerNormOptions({3}), kFloat64);
   EXPECT_TRUE(testing::gradcheck(
       [&](const std::vector<Tensor>& in) {
-        ln.weight = in[1];
-        ln.bias = in[2];
-        return ln.forward(in[0]);
+        ln->weight = in[1];
+        ln->bias = in[2];
+        return ln->forward(in[0]);
       },
       {testing::leaf({2, 3}, 7), testing::leaf({3}, 8), testing::leaf({3}, 9)}));
   manual_seed(1);
   nn::CausalSelfAttention attn(4, 2, 0.0, true, kFloat64);
-  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return attn.forward(in[0]); },
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return attn->forward(in[0]); },
                                  {testing::leaf({2, 3, 4}, 10)}));
 }
 
@@ -449,9 +448,9 @@ TEST(NNGradcheck, BatchNorm2dTrainingForward) {
   nn::BatchNorm2d bn(2, 1e-5, 0.1, true, true, kFloat64);
   EXPECT_TRUE(testing::gradcheck(
       [&](const std::vector<Tensor>& in) {
-        bn.weight = in[1];
-        bn.bias = in[2];
-        return bn.forward(in[0]);
+        bn->weight = in[1];
+        bn->bias = in[2];
+        return bn->forward(in[0]);
       },
       {testing::leaf({3, 2, 2, 2}, 11), testing::leaf({2}, 12), testing::leaf({2}, 13)}));
 }

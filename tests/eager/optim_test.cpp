@@ -101,13 +101,13 @@ TEST(OptimCommon, ZeroGradAndSkippedParameters) {
   // An optimizer step trains a real model: a gradient from backward.
   manual_seed(0);
   nn::Linear lin(2, 1);
-  optim::SGD sgd(lin.parameters(), optim::SGDOptions(0.02));
+  optim::SGD sgd(lin->parameters(), optim::SGDOptions(0.02));
   Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
   Tensor y = from_vector(std::vector<float>{1, -1}, {2, 1});
   double first = 0, last = 0;
   for (int i = 0; i < 50; ++i) {
     sgd.zero_grad();
-    Tensor loss = mse_loss(lin.forward(x), y);
+    Tensor loss = mse_loss(lin->forward(x), y);
     loss.backward();
     sgd.step();
     (i == 0 ? first : last) = loss.item<double>();

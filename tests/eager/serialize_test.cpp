@@ -179,28 +179,28 @@ TEST(Serialize, SaveErrors) {
 
 TEST(Serialize, ModuleSaveAndLoad) {
   manual_seed(1);
-  nn::Sequential a{std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm2d>(4),
-                   std::make_shared<nn::LayerNorm>(std::vector<int64_t>{4})};
+  nn::Sequential a(nn::Linear(3, 4), nn::BatchNorm2d(4),
+                   nn::LayerNorm(std::vector<int64_t>{4}));
   manual_seed(2);
-  nn::Sequential b{std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm2d>(4),
-                   std::make_shared<nn::LayerNorm>(std::vector<int64_t>{4})};
+  nn::Sequential b(nn::Linear(3, 4), nn::BatchNorm2d(4),
+                   nn::LayerNorm(std::vector<int64_t>{4}));
   {
     NoGradGuard ng;
-    a.named_buffers()[0].second.fill_(0.25);  // 1.running_mean
+    a->named_buffers()[0].second.fill_(0.25);  // 1.running_mean
   }
   const std::string path = temp_path("module.safetensors");
-  save(a, path);
-  load(b, path);
-  for (const auto& [name, t] : a.state_dict()) {
+  save(*a, path);
+  load(*b, path);
+  for (const auto& [name, t] : a->state_dict()) {
     if (t.dtype() == kInt64) {
-      EXPECT_EQ(b.state_dict().at(name).to_vector<int64_t>(), t.to_vector<int64_t>());
+      EXPECT_EQ(b->state_dict().at(name).to_vector<int64_t>(), t.to_vector<int64_t>());
     }
-    else EXPECT_TRUE(testing::bitwise_equal(b.state_dict().at(name), t)) << name;
+    else EXPECT_TRUE(testing::bitwise_equal(b->state_dict().at(name), t)) << name;
   }
   // A module of another shape refuses the file.
-  nn::Sequential c{std::make_shared<nn::Linear>(3, 5)};
+  nn::Sequential c(nn::Linear(3, 5));
   try {
-    load(c, path);
+    load(*c, path);
     ADD_FAILURE() << "no error";
   } catch (const ValueError& e) {
     const std::string msg = e.what();

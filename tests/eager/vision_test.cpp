@@ -65,20 +65,20 @@ TEST(ConvTranspose2d, IsTheAdjointOfConv2d) {
 TEST(ConvTranspose2d, ModuleParametersAndInit) {
   manual_seed(0);
   nn::ConvTranspose2d m(16, 8, 3, /*stride=*/2, /*padding=*/1, /*output_padding=*/1, /*groups=*/2);
-  EXPECT_EQ(m.weight.shape(), (Shape{16, 4, 3, 3}));
-  EXPECT_EQ(m.bias.shape(), (Shape{8}));
-  EXPECT_EQ(m.state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(m->weight.shape(), (Shape{16, 4, 3, 3}));
+  EXPECT_EQ(m->bias.shape(), (Shape{8}));
+  EXPECT_EQ(m->state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
   // PyTorch's fan_in of the (in, out/groups, kH, kW) weight: 4 * 3 * 3 = 36,
   // so both bounds are 1/6 (a fan_in of in * kH * kW = 144 would give 1/12).
   const double bound = 1.0 / 6.0;
-  EXPECT_LE(max_abs(m.weight), bound);
-  EXPECT_GT(max_abs(m.weight), 0.9 * bound);
-  EXPECT_LE(max_abs(m.bias), bound);
-  EXPECT_EQ(m.forward(zeros({2, 16, 5, 5})).shape(), (Shape{2, 8, 10, 10}));
-  nn::ConvTranspose2d no_bias(2, 3, {2, 3}, 1, 0, 0, 1, /*bias=*/false, /*dilation=*/2);
-  EXPECT_FALSE(no_bias.bias.defined());
-  EXPECT_EQ(no_bias.state_dict().keys(), (std::vector<std::string>{"weight"}));
-  EXPECT_EQ(no_bias.forward(zeros({1, 2, 4, 4})).shape(), (Shape{1, 3, 6, 8}));
+  EXPECT_LE(max_abs(m->weight), bound);
+  EXPECT_GT(max_abs(m->weight), 0.9 * bound);
+  EXPECT_LE(max_abs(m->bias), bound);
+  EXPECT_EQ(m->forward(zeros({2, 16, 5, 5})).shape(), (Shape{2, 8, 10, 10}));
+  nn::ConvTranspose2d no_bias(nn::ConvTranspose2dOptions(2, 3, {2, 3}).bias(false).dilation(2));
+  EXPECT_FALSE(no_bias->bias.defined());
+  EXPECT_EQ(no_bias->state_dict().keys(), (std::vector<std::string>{"weight"}));
+  EXPECT_EQ(no_bias->forward(zeros({1, 2, 4, 4})).shape(), (Shape{1, 3, 6, 8}));
   EXPECT_THROW(nn::ConvTranspose2d(3, 4, 3, 1, 0, 0, 2), ValueError);  // in % groups
   EXPECT_THROW(nn::ConvTranspose2d(4, 3, 3, 1, 0, 0, 2), ValueError);  // out % groups
   EXPECT_THROW(nn::ConvTranspose2d(4, 4, 3, 1, 0, 0, 0), ValueError);
@@ -99,22 +99,22 @@ TEST(GroupNorm, ErrorsAndModule) {
   EXPECT_NE(testing::error_message([&] { group_norm(x, 4); }).find("num_groups"), std::string::npos);
 
   nn::GroupNorm m(2, 4);
-  EXPECT_EQ(m.state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
-  EXPECT_EQ(m.weight.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
-  EXPECT_EQ(m.bias.to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_EQ(m->state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(m->weight.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+  EXPECT_EQ(m->bias.to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
   // Each (sample, group) of the output has mean 0 and biased variance ~1.
   manual_seed(1);
-  const Tensor y = m.forward(add(mul(randn({3, 4, 5, 5}), 3.0), 2.0));
+  const Tensor y = m->forward(add(mul(randn({3, 4, 5, 5}), 3.0), 2.0));
   const Tensor rows = reshape(y, {6, 50});
   for (double v : mean(rows, {1}).to_vector<double>()) EXPECT_NEAR(v, 0.0, 1e-5);
   for (double v : var(rows, {1}, 0).to_vector<double>()) EXPECT_NEAR(v, 1.0, 1e-3);
   // bfloat16 computes in float32 and rounds: close to the float32 result.
   const Tensor xf = randn({2, 4, 3, 3});
-  const Tensor yb = group_norm(xf.to(kBFloat16), 2, m.weight.to(kBFloat16), m.bias.to(kBFloat16));
+  const Tensor yb = group_norm(xf.to(kBFloat16), 2, m->weight.to(kBFloat16), m->bias.to(kBFloat16));
   EXPECT_EQ(yb.dtype(), kBFloat16);
   EXPECT_TRUE(testing::allclose(yb.to(kFloat32), group_norm(xf, 2).to_vector<double>(), 2e-2));
   nn::GroupNorm plain(3, 6, 1e-5, /*affine=*/false);
-  EXPECT_TRUE(plain.state_dict().keys().empty());
+  EXPECT_TRUE(plain->state_dict().keys().empty());
   EXPECT_THROW(nn::GroupNorm(4, 6), ValueError);
   EXPECT_THROW(nn::GroupNorm(0, 6), ValueError);
 }
@@ -164,12 +164,12 @@ TEST(Interpolate, ValuesAndErrors) {
   EXPECT_THROW(interpolate(zeros({1, 2, 3}), {3}), ValueError);  // rank
   EXPECT_THROW(interpolate(zeros({1, 1, 2, 2}, kInt64), {3, 3}), TypeError);
 
-  nn::Upsample up({}, {2.0}, "bilinear", false);
-  EXPECT_EQ(up.forward(zeros({1, 3, 4, 5})).shape(), (Shape{1, 3, 8, 10}));
-  EXPECT_TRUE(up.state_dict().keys().empty());
+  nn::Upsample up(std::vector<int64_t>{}, std::vector<double>{2.0}, "bilinear", false);
+  EXPECT_EQ(up->forward(zeros({1, 3, 4, 5})).shape(), (Shape{1, 3, 8, 10}));
+  EXPECT_TRUE(up->state_dict().keys().empty());
   EXPECT_THROW(nn::Upsample(), ValueError);
-  EXPECT_THROW(nn::Upsample({2, 2}, {}, "area"), ValueError);
-  EXPECT_THROW(nn::Upsample({2, 2}, {}, "nearest", true), ValueError);
+  EXPECT_THROW(nn::Upsample(std::vector<int64_t>{2, 2}, std::vector<double>{}, "area"), ValueError);
+  EXPECT_THROW(nn::Upsample(std::vector<int64_t>{2, 2}, std::vector<double>{}, "nearest", true), ValueError);
 }
 
 TEST(Dropout2d, WholeChannelsDroppedWithProbabilityP) {
@@ -222,10 +222,10 @@ TEST(Dropout2d, ErrorsAndModule) {
   EXPECT_THROW(nn::Dropout2d(2.0), ValueError);
   nn::Dropout2d m(0.5);
   const Tensor x = ones({2, 4, 3, 3});
-  m.eval();
-  EXPECT_EQ(m.forward(x).impl(), x.impl());
-  m.train();
-  for (double v : m.forward(x).to_vector<double>()) EXPECT_TRUE(v == 0.0 || v == 2.0) << v;
+  m->eval();
+  EXPECT_EQ(m->forward(x).impl(), x.impl());
+  m->train();
+  for (double v : m->forward(x).to_vector<double>()) EXPECT_TRUE(v == 0.0 || v == 2.0) << v;
 }
 
 }  // namespace

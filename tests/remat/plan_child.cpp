@@ -11,13 +11,13 @@
 int main() {
   try {
     dtr::manual_seed(3);
-    auto net = std::make_shared<dtr::nn::Sequential>();
-    net->push_back(std::make_shared<dtr::nn::Linear>(16, 64));
+    auto net = dtr::nn::Sequential();
+    net->push_back(dtr::nn::Linear(16, 64));
     for (int i = 0; i < 6; ++i) {
-      net->push_back(std::make_shared<dtr::nn::GELU>());
-      net->push_back(std::make_shared<dtr::nn::Linear>(64, 64));
+      net->push_back(dtr::nn::GELU());
+      net->push_back(dtr::nn::Linear(64, 64));
     }
-    net->push_back(std::make_shared<dtr::nn::Linear>(64, 4));
+    net->push_back(dtr::nn::Linear(64, 4));
     dtr::optim::SGDOptions o;
     o.lr(0.05);
     dtr::optim::SGD opt(net->parameters(), o);

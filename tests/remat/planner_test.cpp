@@ -56,20 +56,20 @@ class Mlp final : public Workload {
  public:
   Mlp() {
     manual_seed(7);
-    net = std::make_shared<nn::Sequential>();
-    net->push_back(std::make_shared<nn::Linear>(32, 64));
+    net = nn::Sequential();
+    net->push_back(nn::Linear(32, 64));
     for (int i = 0; i < 15; ++i) {
-      net->push_back(std::make_shared<nn::GELU>());
-      net->push_back(std::make_shared<nn::Linear>(64, 64));
+      net->push_back(nn::GELU());
+      net->push_back(nn::Linear(64, 64));
     }
-    net->push_back(std::make_shared<nn::GELU>());
-    net->push_back(std::make_shared<nn::Linear>(64, 10));
+    net->push_back(nn::GELU());
+    net->push_back(nn::Linear(64, 10));
     optimizer = std::make_unique<optim::AdamW>(net->parameters());
     x = data({512, 32});
     y = targets(512, 10);
   }
   Tensor loss() override { return cross_entropy((*net)(x), y); }
-  std::shared_ptr<nn::Sequential> net;
+  nn::Sequential net{nullptr};
   Tensor x, y;
 };
 
@@ -137,11 +137,11 @@ class Cnn final : public Workload {
  public:
   Cnn() {
     manual_seed(5);
-    net = std::make_shared<nn::Sequential>();
-    stem = std::make_shared<nn::Conv2d>(1, 8, 3, 1, 1);
-    bn = std::make_shared<nn::BatchNorm2d>(8);
-    for (int i = 0; i < 8; ++i) convs.push_back(std::make_shared<nn::Conv2d>(8, 8, 3, 1, 1));
-    fc = std::make_shared<nn::Linear>(8, 10);
+    net = nn::Sequential();
+    stem = nn::Conv2d(1, 8, 3, 1, 1);
+    bn = nn::BatchNorm2d(8);
+    for (int i = 0; i < 8; ++i) convs.push_back(nn::Conv2d(8, 8, 3, 1, 1));
+    fc = nn::Linear(8, 10);
     std::vector<Tensor> ps = stem->parameters();
     for (const Tensor& p : bn->parameters()) ps.push_back(p);
     for (const auto& c : convs)
@@ -155,15 +155,15 @@ class Cnn final : public Workload {
   }
   Tensor loss() override {
     Tensor h = relu((*bn)((*stem)(x)));
-    for (const auto& c : convs) h = relu((*c)(h)) + h;
+    for (auto& c : convs) h = relu(c(h)) + h;
     h = adaptive_avg_pool2d(max_pool2d(h, {2, 2}), {1, 1}).flatten(1);
     return cross_entropy((*fc)(h), y);
   }
-  std::shared_ptr<nn::Sequential> net;
-  std::shared_ptr<nn::Conv2d> stem;
-  std::shared_ptr<nn::BatchNorm2d> bn;
-  std::vector<std::shared_ptr<nn::Conv2d>> convs;
-  std::shared_ptr<nn::Linear> fc;
+  nn::Sequential net{nullptr};
+  nn::Conv2d stem{nullptr};
+  nn::BatchNorm2d bn{nullptr};
+  std::vector<nn::Conv2d> convs;
+  nn::Linear fc{nullptr};
   Tensor x, y;
 };
 

@@ -36,16 +36,16 @@ struct ModelRun {
 class Encoder : public nn::Module {
  public:
   Encoder(int64_t vocab, int64_t d, int64_t heads, int64_t layers) {
-    emb = register_module("emb", std::make_shared<nn::Embedding>(vocab, d));
+    emb = register_module("emb", nn::Embedding(vocab, d));
     for (int64_t i = 0; i < layers; ++i) {
       const std::string n = std::to_string(i);
-      ln1.push_back(register_module("ln1_" + n, std::make_shared<nn::LayerNorm>(std::vector<int64_t>{d})));
-      attn.push_back(register_module("attn" + n, std::make_shared<nn::CausalSelfAttention>(d, heads)));
-      ln2.push_back(register_module("ln2_" + n, std::make_shared<nn::LayerNorm>(std::vector<int64_t>{d})));
-      fc1.push_back(register_module("fc1_" + n, std::make_shared<nn::Linear>(d, 4 * d)));
-      fc2.push_back(register_module("fc2_" + n, std::make_shared<nn::Linear>(4 * d, d)));
+      ln1.push_back(register_module("ln1_" + n, nn::LayerNorm(std::vector<int64_t>{d})));
+      attn.push_back(register_module("attn" + n, nn::CausalSelfAttention(d, heads)));
+      ln2.push_back(register_module("ln2_" + n, nn::LayerNorm(std::vector<int64_t>{d})));
+      fc1.push_back(register_module("fc1_" + n, nn::Linear(d, 4 * d)));
+      fc2.push_back(register_module("fc2_" + n, nn::Linear(4 * d, d)));
     }
-    head = register_module("head", std::make_shared<nn::Linear>(d, vocab));
+    head = register_module("head", nn::Linear(d, vocab));
   }
   Tensor forward(const Tensor& ids) {
     Tensor x = emb->forward(ids);
@@ -55,11 +55,11 @@ class Encoder : public nn::Module {
     }
     return head->forward(x);
   }
-  std::shared_ptr<nn::Embedding> emb;
-  std::vector<std::shared_ptr<nn::LayerNorm>> ln1, ln2;
-  std::vector<std::shared_ptr<nn::CausalSelfAttention>> attn;
-  std::vector<std::shared_ptr<nn::Linear>> fc1, fc2;
-  std::shared_ptr<nn::Linear> head;
+  nn::Embedding emb{nullptr};
+  std::vector<nn::LayerNorm> ln1, ln2;
+  std::vector<nn::CausalSelfAttention> attn;
+  std::vector<nn::Linear> fc1, fc2;
+  nn::Linear head{nullptr};
 };
 
 // `steps` training steps of `model` under `budget`: zero_grad, loss_of(step),
@@ -105,13 +105,13 @@ ModelRun train_encoder(std::optional<int64_t> budget, int steps) {
 class Block : public nn::Module {
  public:
   Block(int64_t in, int64_t out, int64_t stride) {
-    c1 = register_module("c1", std::make_shared<nn::Conv2d>(in, out, 3, stride, 1, 1, 1, false));
-    b1 = register_module("b1", std::make_shared<nn::BatchNorm2d>(out));
-    c2 = register_module("c2", std::make_shared<nn::Conv2d>(out, out, 3, 1, 1, 1, 1, false));
-    b2 = register_module("b2", std::make_shared<nn::BatchNorm2d>(out));
+    c1 = register_module("c1", nn::Conv2d(in, out, 3, stride, 1, 1, 1, false));
+    b1 = register_module("b1", nn::BatchNorm2d(out));
+    c2 = register_module("c2", nn::Conv2d(out, out, 3, 1, 1, 1, 1, false));
+    b2 = register_module("b2", nn::BatchNorm2d(out));
     if (in != out || stride != 1) {
-      proj = register_module("proj", std::make_shared<nn::Conv2d>(in, out, 1, stride, 0, 1, 1, false));
-      bp = register_module("bp", std::make_shared<nn::BatchNorm2d>(out));
+      proj = register_module("proj", nn::Conv2d(in, out, 1, stride, 0, 1, 1, false));
+      bp = register_module("bp", nn::BatchNorm2d(out));
     }
   }
   Tensor forward(const Tensor& x) {
@@ -120,15 +120,15 @@ class Block : public nn::Module {
     Tensor skip = proj ? bp->forward(proj->forward(x)) : x;
     return relu(h + skip);
   }
-  std::shared_ptr<nn::Conv2d> c1, c2, proj;
-  std::shared_ptr<nn::BatchNorm2d> b1, b2, bp;
+  nn::Conv2d c1{nullptr}, c2{nullptr}, proj{nullptr};
+  nn::BatchNorm2d b1{nullptr}, b2{nullptr}, bp{nullptr};
 };
 
 class SmallResNet : public nn::Module {
  public:
   SmallResNet() {
-    stem = register_module("stem", std::make_shared<nn::Conv2d>(3, 16, 3, 1, 1, 1, 1, false));
-    bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(16));
+    stem = register_module("stem", nn::Conv2d(3, 16, 3, 1, 1, 1, 1, false));
+    bn = register_module("bn", nn::BatchNorm2d(16));
     int64_t in = 16;
     int i = 0;
     for (int64_t w : {16, 32, 64}) {
@@ -138,17 +138,17 @@ class SmallResNet : public nn::Module {
         in = w;
       }
     }
-    fc = register_module("fc", std::make_shared<nn::Linear>(64, 10));
+    fc = register_module("fc", nn::Linear(64, 10));
   }
   Tensor forward(const Tensor& x) {
     Tensor h = relu(bn->forward(stem->forward(x)));
     for (auto& b : blocks) h = b->forward(h);
     return fc->forward(adaptive_avg_pool2d(h, {1, 1}).flatten(1));
   }
-  std::shared_ptr<nn::Conv2d> stem;
-  std::shared_ptr<nn::BatchNorm2d> bn;
+  nn::Conv2d stem{nullptr};
+  nn::BatchNorm2d bn{nullptr};
   std::vector<std::shared_ptr<Block>> blocks;
-  std::shared_ptr<nn::Linear> fc;
+  nn::Linear fc{nullptr};
 };
 
 ModelRun train_resnet(std::optional<int64_t> budget, int steps) {

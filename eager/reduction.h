@@ -24,9 +24,15 @@ enum Reduction : int64_t { None = 0, Mean = 1, Sum = 2, END = 3 };
 
 /// libtorch's tag types (torch::enumtype::kMean, ...) and their constants.
 namespace enumtype {
-struct kNone {};
-struct kMean {};
-struct kSum {};
+struct kNone {
+  static constexpr std::string_view name() { return "none"; }
+};
+struct kMean {
+  static constexpr std::string_view name() { return "mean"; }
+};
+struct kSum {
+  static constexpr std::string_view name() { return "sum"; }
+};
 }  // namespace enumtype
 inline constexpr enumtype::kNone kNone{};
 inline constexpr enumtype::kMean kMean{};
@@ -42,6 +48,8 @@ using reduction_t = std::variant<enumtype::kNone, enumtype::kMean, enumtype::kSu
 /// other string (PyTorch: "... is not a valid value for reduction").
 class LossReduction {
  public:
+  /// Mean, the default of every PyTorch loss.
+  LossReduction() = default;
   LossReduction(Reduction::Reduction r) : LossReduction(int64_t(r)) {}  // NOLINT: implicit
   LossReduction(int64_t code) : r_(Reduction::Reduction(code)) {  // NOLINT: implicit
     DTR_CHECK(code >= Reduction::None && code <= Reduction::Sum, ValueError,
@@ -67,6 +75,7 @@ class LossReduction {
   LossReduction(const std::string& name) : LossReduction(std::string_view(name)) {}  // NOLINT
 
   Reduction::Reduction value() const { return r_; }
+  Reduction::Reduction get() const { return r_; }
   int64_t code() const { return int64_t(r_); }
   /// "none", "mean" or "sum".
   std::string_view name() const {

@@ -15,25 +15,6 @@ struct Ints2 {
 };
 Ints2 pair(Pair2 p) { return {{p.h, p.w}}; }
 
-/// A loss's per-element values reduced as `r` says.
-Tensor reduce(const Tensor& loss, LossReduction r) {
-  switch (r.get()) {
-    case Reduction::None:
-      return loss;
-    case Reduction::Sum:
-      return dtr::sum(loss);
-    case Reduction::Mean:
-      break;
-  }
-  return dtr::mean(loss);
-}
-
-void check_same_shape(std::string_view fn, const Tensor& input, const Tensor& target) {
-  DTR_CHECK(input.defined() && target.defined() && input.shape() == target.shape(), ValueError,
-            "{}: using a target size ({}) that is different to the input size ({}) is not allowed",
-            fn, target.defined() ? shape_str(target.shape()) : "undefined",
-            input.defined() ? shape_str(input.shape()) : "undefined");
-}
 }  // namespace
 
 // ---- activations ----------------------------------------------------------------
@@ -158,83 +139,36 @@ Tensor interpolate(const Tensor& x, const InterpolateFuncOptions& o) {
                           o.align_corners());
 }
 
-// ---- losses -------------------------------------------------------------------------------
+// ---- losses: the free loss functions of eager/ops.h with the options' fields ----------------
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& o) {
-  return dtr::mse_loss(input, target, o.reduction().name());
+  return dtr::mse_loss(input, target, o.reduction());
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& o) {
-  return reduce(dtr::abs(input - target), o.reduction());
+  return dtr::l1_loss(input, target, o.reduction());
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& o) {
-  return dtr::nll_loss(input, target, o.ignore_index(), o.reduction().name());
+  return dtr::nll_loss(input, target, o.weight(), o.reduction(), o.ignore_index());
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyFuncOptions& o) {
-  const double eps = o.label_smoothing();
-  DTR_CHECK(eps >= 0.0 && eps <= 1.0, ValueError,
-            "cross_entropy: label_smoothing must be between 0.0 and 1.0, got {}", eps);
-  if (eps == 0.0) return dtr::cross_entropy(input, target, o.ignore_index(), o.reduction().name());
-  DTR_CHECK(input.defined() && input.dim() >= 2, ValueError,
-            "cross_entropy: label smoothing expects input (N, C) or (N, C, d...), got {}",
-            input.defined() ? shape_str(input.shape()) : "undefined");
-  const Tensor lp = dtr::log_softmax(input, 1);
-  const Tensor nll = dtr::nll_loss(lp, target, o.ignore_index(), o.reduction().name());
-  // -Σ_c log p_c per position, zero where the target is ignored.
-  const Tensor kept = target != Scalar(o.ignore_index());
-  Tensor smooth = -dtr::sum(lp, {1});
-  smooth = dtr::where(kept, smooth, dtr::zeros_like(smooth));
-  switch (o.reduction().get()) {
-    case Reduction::None:
-      break;
-    case Reduction::Sum:
-      smooth = dtr::sum(smooth);
-      break;
-    case Reduction::Mean:
-      smooth = dtr::sum(smooth) / dtr::sum(kept.to(smooth.dtype()));
-      break;
-  }
-  const double classes = double(input.size(1));
-  return nll * (1.0 - eps) + smooth * (eps / classes);
+  return dtr::cross_entropy(input, target, o.weight(), o.reduction(), o.ignore_index(),
+                            o.label_smoothing());
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BinaryCrossEntropyFuncOptions& o) {
-  check_same_shape("binary_cross_entropy", input, target);
-  // PyTorch clamps each log at -100 so that 0 and 1 give finite losses.
-  const Tensor log_x = dtr::clamp(dtr::log(input), -100.0, std::nullopt);
-  const Tensor log_1mx = dtr::clamp(dtr::log(1.0 - input), -100.0, std::nullopt);
-  Tensor loss = (target - 1.0) * log_1mx - target * log_x;
-  if (o.weight().defined()) loss = loss * o.weight();
-  return reduce(loss, o.reduction());
+  return dtr::binary_cross_entropy(input, target, o.weight(), o.reduction());
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BinaryCrossEntropyWithLogitsFuncOptions& o) {
-  check_same_shape("binary_cross_entropy_with_logits", input, target);
-  // log(1 + exp(-x)) computed as max_val + log(exp(-max_val) + exp(-x - max_val)),
-  // max_val = max(-x, 0), which never overflows.
-  const Tensor max_val = dtr::clamp(-input, 0.0, std::nullopt);
-  const Tensor lse = dtr::log(dtr::exp(-max_val) + dtr::exp(-input - max_val));
-  Tensor loss = (1.0 - target) * input;
-  if (o.pos_weight().defined()) {
-    const Tensor log_weight = (o.pos_weight() - 1.0) * target + 1.0;
-    loss = loss + log_weight * (lse + max_val);
-  } else {
-    loss = loss + max_val + lse;
-  }
-  if (o.weight().defined()) loss = loss * o.weight();
-  return reduce(loss, o.reduction());
+  return dtr::binary_cross_entropy_with_logits(input, target, o.weight(), o.pos_weight(), o.reduction());
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossFuncOptions& o) {
-  const double beta = o.beta();
-  DTR_CHECK(beta >= 0.0, ValueError, "smooth_l1_loss: beta must be non-negative, got {}", beta);
-  const Tensor d = dtr::abs(input - target);
-  if (beta == 0.0) return reduce(d, o.reduction());
-  const Tensor loss = dtr::where(d < beta, d * d * 0.5 / beta, d - 0.5 * beta);
-  return reduce(loss, o.reduction());
+  return dtr::smooth_l1_loss(input, target, o.reduction(), o.beta());
 }
 
 }  // namespace dtr::nn::functional

@@ -217,27 +217,28 @@ using BinaryCrossEntropyFuncOptions = BCELossOptions;
 using BinaryCrossEntropyWithLogitsFuncOptions = BCEWithLogitsLossOptions;
 using SmoothL1LossFuncOptions = SmoothL1LossOptions;
 
-/// torch.nn.functional.mse_loss: (input - target)^2 (broadcast), reduced.
+// Each is the free function of eager/ops.h of the same name (dtr::mse_loss,
+// dtr::nll_loss, ...) with its arguments taken from the options; shapes,
+// dtypes, values and errors are documented there.
+
+/// torch.nn.functional.mse_loss: (input - target)^2, reduced.
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options = {});
-/// torch.nn.functional.l1_loss: |input - target| (broadcast), reduced.
+/// torch.nn.functional.l1_loss: |input - target|, reduced.
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& options = {});
 /// torch.nn.functional.nll_loss: input log-probabilities (N, C) or
-/// (N, C, d...), int64 target (N) or (N, d...); targets equal to
-/// ignore_index are skipped (mean over the others).
+/// (N, C, d...), int64 target (N) or (N, d...); class weights; targets equal
+/// to ignore_index are skipped.
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options = {});
-/// torch.nn.functional.cross_entropy with class-index targets: log_softmax
-/// over dim 1, then nll_loss; with label_smoothing ε the loss is
-/// (1 - ε) nll + ε / C · (-Σ_c log p_c), ignored targets contributing 0.
-/// ValueError for label_smoothing outside [0, 1].
+/// torch.nn.functional.cross_entropy: log_softmax over dim 1, then
+/// nll_loss; class weights, ignore_index, label_smoothing ε in [0, 1]
+/// (ValueError otherwise), or class-probability targets of input's shape.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyFuncOptions& options = {});
 /// torch.nn.functional.binary_cross_entropy: -(t log x + (1 - t) log(1 - x))
 /// with each log clamped at -100 (PyTorch's), times weight when defined.
-/// ValueError when target's shape differs from input's.
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const BinaryCrossEntropyFuncOptions& options = {});
-/// torch.nn.functional.binary_cross_entropy_with_logits:
-/// (1 - t) x + (1 + (pos_weight - 1) t) · (log(1 + exp(-|x|)) + max(-x, 0)),
-/// times weight when defined. ValueError when target's shape differs from input's.
+/// torch.nn.functional.binary_cross_entropy_with_logits: binary cross
+/// entropy of sigmoid(input) computed stably, with weight and pos_weight.
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BinaryCrossEntropyWithLogitsFuncOptions& options = {});
 /// torch.nn.functional.smooth_l1_loss: d = |input - target|;

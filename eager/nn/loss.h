@@ -26,24 +26,26 @@ struct MSELossOptions {
 };
 using L1LossOptions = MSELossOptions;
 
-/// torch::nn::NLLLossOptions: ignore_index -100, reduction mean (class
-/// weights are not offered).
+/// torch::nn::NLLLossOptions: weight (C class weights; undefined: all 1),
+/// ignore_index -100, reduction mean.
 struct NLLLossOptions {
   NLLLossOptions() = default;
   /// From a tag (dtr::kSum) or a Reduction::Reduction.
   template <typename R, typename = std::enable_if_t<std::is_convertible_v<R, LossReduction>>>
   NLLLossOptions(R reduction) : reduction_(reduction) {}  // NOLINT
+  DTR_ARG(Tensor, weight) = {};
   DTR_ARG(int64_t, ignore_index) = -100;
   DTR_ARG(LossReduction, reduction) = {};
 };
 
-/// torch::nn::CrossEntropyLossOptions: ignore_index -100, reduction mean,
-/// label_smoothing 0 (class weights are not offered).
+/// torch::nn::CrossEntropyLossOptions: weight (C class weights; undefined:
+/// all 1), ignore_index -100, reduction mean, label_smoothing 0.
 struct CrossEntropyLossOptions {
   CrossEntropyLossOptions() = default;
   /// From a tag (dtr::kSum) or a Reduction::Reduction.
   template <typename R, typename = std::enable_if_t<std::is_convertible_v<R, LossReduction>>>
   CrossEntropyLossOptions(R reduction) : reduction_(reduction) {}  // NOLINT
+  DTR_ARG(Tensor, weight) = {};
   DTR_ARG(int64_t, ignore_index) = -100;
   DTR_ARG(LossReduction, reduction) = {};
   DTR_ARG(double, label_smoothing) = 0.0;

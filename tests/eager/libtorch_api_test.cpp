@@ -450,10 +450,10 @@ TEST(LibtorchApi, CompositeLossesRunUnderABudget) {
 // ---- torch::save / torch::load --------------------------------------------------------
 
 struct Net : nn::Module {
-  std::shared_ptr<nn::Linear> fc1, fc2;
+  nn::Linear fc1{nullptr}, fc2{nullptr};
   explicit Net(int64_t hidden = 4) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(3, hidden));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, 2));
+    fc1 = register_module("fc1", nn::Linear(3, hidden));
+    fc2 = register_module("fc2", nn::Linear(hidden, 2));
   }
 };
 

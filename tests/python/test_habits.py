@@ -184,6 +184,11 @@ HABITS = {
         x = T(A(3)).requires_grad_()
         (x * x).sum().backward()
         result = x.grad""",
+    "clip_grad_norm_ returns the norm": """
+        w = T(A(3), grad=True)
+        (w * w * 5).sum().backward()
+        n = torch.nn.utils.clip_grad_norm_([w], 1.0)
+        result = (n, w.grad, n.item())""",
     "with torch.no_grad()": """
         x = T(A(3), grad=True)
         with torch.no_grad():

@@ -130,7 +130,9 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) { return dtr::one_hot
 // ---- padding, resampling ----------------------------------------------------------------
 
 Tensor pad(const Tensor& x, const PadFuncOptions& o) {
-  return dtr::pad(x, o.pad(), enum_name(o.mode()), o.value());
+  // value is the fill of constant padding; the other modes take none.
+  const bool constant = std::holds_alternative<enumtype::kConstant>(o.mode());
+  return dtr::pad(x, o.pad(), enum_name(o.mode()), constant ? std::optional<double>(o.value()) : std::nullopt);
 }
 
 Tensor interpolate(const Tensor& x, const InterpolateFuncOptions& o) {

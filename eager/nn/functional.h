@@ -183,7 +183,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 // ---- padding, resampling --------------------------------------------------------------------
 
 /// torch::nn::functional::PadFuncOptions(pad): mode kConstant (or
-/// kReflect), value 0. `pad` holds (before, after) pairs from the last dim.
+/// kReflect), value 0 (the fill of constant padding, unused by reflect).
+/// `pad` holds (before, after) pairs from the last dim.
 struct PadFuncOptions {
   using mode_t = std::variant<enumtype::kConstant, enumtype::kReflect>;
   PadFuncOptions(std::vector<int64_t> pad) : pad_(std::move(pad)) {}  // NOLINT

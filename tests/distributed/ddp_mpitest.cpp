@@ -50,16 +50,16 @@ bool same_on_every_rank(int64_t x) {
 
 /// A small MLP with an optional branch and a parameter used on some ranks only.
 struct Net : UnaryModule {
-  std::shared_ptr<LinearImpl> l1, l2, l3, branch, extra;
+  Linear l1{nullptr}, l2{nullptr}, l3{nullptr}, branch{nullptr}, extra{nullptr};
   bool use_branch = true;
   bool use_extra = true;
   bool checkpoint_middle = false;
   explicit Net(int64_t in = 6, int64_t hidden = 16, int64_t out = 3) : UnaryModule("Net") {
-    l1 = register_module("l1", std::make_shared<LinearImpl>(in, hidden));
-    l2 = register_module("l2", std::make_shared<LinearImpl>(hidden, hidden));
-    branch = register_module("branch", std::make_shared<LinearImpl>(hidden, hidden));
-    extra = register_module("extra", std::make_shared<LinearImpl>(hidden, hidden, /*bias=*/false));
-    l3 = register_module("l3", std::make_shared<LinearImpl>(hidden, out));
+    l1 = register_module("l1", Linear(in, hidden));
+    l2 = register_module("l2", Linear(hidden, hidden));
+    branch = register_module("branch", Linear(hidden, hidden));
+    extra = register_module("extra", Linear(hidden, hidden, /*bias=*/false));
+    l3 = register_module("l3", Linear(hidden, out));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = tanh(l1->forward(x));
@@ -287,10 +287,10 @@ TEST(DDP, CheckpointedRegionsMatchWithFindUnusedParameters) { run_checkpointed(t
 
 /// Linear with a buffer (a step counter, a running statistic).
 struct WithBuffer : UnaryModule {
-  std::shared_ptr<LinearImpl> fc;
+  Linear fc{nullptr};
   Tensor stat;
   WithBuffer() : UnaryModule("WithBuffer") {
-    fc = register_module("fc", std::make_shared<LinearImpl>(6, 3));
+    fc = register_module("fc", Linear(6, 3));
     stat = register_buffer("stat", zeros({4}));
   }
   Tensor forward(const Tensor& x) override { return fc->forward(x); }
@@ -368,11 +368,11 @@ TEST(DDP, ABackwardThatThrewLeavesTheNextStepWorking) {
 
 /// l1, l2, l3; forward uses each once.
 struct ThreeLayers : UnaryModule {
-  std::shared_ptr<LinearImpl> l1, l2, l3;
+  Linear l1{nullptr}, l2{nullptr}, l3{nullptr};
   ThreeLayers() : UnaryModule("ThreeLayers") {
-    l1 = register_module("l1", std::make_shared<LinearImpl>(6, 16));
-    l2 = register_module("l2", std::make_shared<LinearImpl>(16, 16));
-    l3 = register_module("l3", std::make_shared<LinearImpl>(16, 3));
+    l1 = register_module("l1", Linear(6, 16));
+    l2 = register_module("l2", Linear(16, 16));
+    l3 = register_module("l3", Linear(16, 3));
   }
   Tensor forward(const Tensor& x) override {
     return l3->forward(tanh(l2->forward(tanh(l1->forward(x)))));
@@ -411,10 +411,10 @@ TEST(DDP, AGradientAfterItsBucketWasReducedIsAValueErrorOnEveryRank) {
 
 /// A deeper MLP whose activations are worth evicting.
 struct Deep : UnaryModule {
-  std::vector<std::shared_ptr<LinearImpl>> layers;
+  std::vector<Linear> layers;
   Deep() : UnaryModule("Deep") {
     for (int i = 0; i < 6; ++i)
-      layers.push_back(register_module(std::to_string(i), std::make_shared<LinearImpl>(64, 64)));
+      layers.push_back(register_module(std::to_string(i), Linear(64, 64)));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = x;

@@ -170,7 +170,9 @@ run_tests() {
 }
 
 test_all() {
-  setup python3-torch
+  # PyTorch 1.13 for reference values; libtorch-dev (its C++ API) so that CI
+  # builds tests/libtorch_examples against real libtorch as well as dtr.
+  setup python3-torch libtorch-dev
   build
   log "tests (Release)"
   run_tests build

@@ -235,8 +235,21 @@ Tensor get(const Tensor& x, const std::vector<TensorIndex>& indices) {
   return picked.reshape(pl.result_shape());
 }
 
-void put(Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& value) {
-  DTR_CHECK(value.defined(), ValueError, "index_put_: the value is undefined");
+namespace {
+/// `v` without its leading size-1 dims: PyTorch drops them from an assigned
+/// value before broadcasting it (numpy's rule), so `t[0] = ones(1, 3)` writes
+/// a row of `t` (3) although (1, 3) does not broadcast to (3). A view.
+Tensor without_leading_ones(const Tensor& v) {
+  int64_t k = 0;
+  while (k < v.dim() && v.size(k) == 1) ++k;
+  if (k == 0) return v;
+  return v.reshape(Shape(v.shape().begin() + k, v.shape().end()));
+}
+}  // namespace
+
+void put(Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& assigned) {
+  DTR_CHECK(assigned.defined(), ValueError, "index_put_: the value is undefined");
+  const Tensor value = without_leading_ones(assigned);
   // x[mask] = v with v broadcasting against the unmasked dims: one where,
   // no host read of the mask.
   if (indices.size() == 1 && indices[0].is_tensor() && indices[0].tensor().dim() > 0 &&

@@ -82,6 +82,20 @@ TEST(Indexing, IndexPutWritesInPlace) {
       {"cannot be broadcast"}));
 }
 
+// PyTorch drops an assigned value's leading size-1 dims before broadcasting
+// it (t[0] = ones(1, 4) writes a row); libtorch's index_put_ does the same.
+TEST(Indexing, AssignedValuesLoseTheirLeadingUnitDims) {
+  Tensor x = grid();
+  x.index_put_({0}, full({1, 1, 4}, 9.0));                                // x[0] = ones(1, 1, 4) * 9
+  x.index_put_({from_vector<int64_t>({2})}, full({1, 1, 4}, 7.0));        // x[[2]] = (1, 1, 4)
+  x.index_put_({1, 2}, full({1}, 5.0));                                   // x[1, 2] = tensor([5])
+  x.index_put_({x < 5.0}, full({1}, -2.0));                               // x[x < 5] = tensor([-2])
+  EXPECT_EQ(values(x), (std::vector<float>{9, 9, 9, 9, -2, 5, 5, 7, 7, 7, 7, 7}));
+  // Only size-1 dims go: (2, 4) into a row is still an error.
+  EXPECT_TRUE(testing::throws_with<ValueError>([&] { x.index_put_({0}, full({2, 4}, 1.0)); },
+                                               {"cannot be broadcast"}));
+}
+
 TEST(Indexing, GradientsFlowThroughReadsAndWrites) {
   Tensor x = grid().requires_grad_();
   Tensor y = x * 1.0;

@@ -320,8 +320,8 @@ TEST(NNOptions, OptionsAndPositionalFormsAgree) {
                            from_vector<float>({-2.0f, -0.5f, 0.0f, 1.5f}, {4})),
                        // F.leaky_relu(torch.tensor([-2.0, -0.5, 0.0, 1.5]), 0.2).tolist()
                        {-0.4000000059604645, -0.10000000149011612, 0.0, 1.5}, 0.0, 0.0));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::Dropout(nn::DropoutOptions(1.5)); }, {"between 0 and 1"}));
-  EXPECT_TRUE(throws_with<ValueError>([] { nn::Upsample(nn::UpsampleOptions()); }, {"size or scale_factor"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { (void)nn::Dropout(nn::DropoutOptions(1.5)); }, {"between 0 and 1"}));
+  EXPECT_TRUE(throws_with<ValueError>([] { (void)nn::Upsample(nn::UpsampleOptions()); }, {"size or scale_factor"}));
 }
 
 // ---- losses against PyTorch 1.13 ------------------------------------------------------------

@@ -168,6 +168,10 @@ HABITS = {
     "x[mask] = 0": "x = T(A(3, 4) - 0.5); x[x < 0] = 0; result = x",
     "x[idx] = v": "x = T(A(5)); x[I([1, 3])] = T(np.array([9., 8.], np.float32)); result = x",
     "x[:, 1] = 5": "x = T(A(3, 4)); x[:, 1] = 5; result = x",
+    "x[0] = ones(1, n), x[i] = tensor([v])": """
+        x = T(A(2, 3)); x[0] = torch.ones(1, 3)
+        y = torch.ones(3, dtype=torch.long); y[0] = torch.tensor([2.5])
+        result = (x, y)""",
     "x[0] += 1": "x = T(A(2, 3)); x[0] += 1; result = x",
     "logits[logits < v[:, [-1]]] = -inf": """
         logits = T(A(2, 6))

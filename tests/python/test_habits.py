@@ -198,6 +198,14 @@ HABITS = {
         with torch.no_grad():
             y = x * 2
         result = (y.requires_grad, y)""",
+    "torch.inference_mode()": """
+        x = T(A(3), grad=True)
+        with torch.inference_mode():
+            y = x * 2
+        @torch.inference_mode()
+        def f(t):
+            return t + 1
+        result = (y.requires_grad, f(x).requires_grad, y)""",
     "torch.autograd.grad": """
         x = T(A(3), grad=True)
         (g,) = torch.autograd.grad((x ** 3).sum(), x)

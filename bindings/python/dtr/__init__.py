@@ -21,7 +21,7 @@ from ._C import (DeviceError, OutOfMemoryError, Tensor, device, dtype, adaptive_
                  to_dlpack as _to_dlpack, save_file, load_file)
 from . import _surface
 
-__all__ = ["Tensor", "dtype", "device", "tensor", "from_numpy", "from_dlpack", "no_grad",
+__all__ = ["Tensor", "dtype", "device", "tensor", "from_numpy", "from_dlpack", "no_grad", "inference_mode",
            "enable_grad", "autocast", "manual_seed", "nn", "optim", "memory", "autograd", "cuda",
            "utils", "save", "load"]
 
@@ -186,6 +186,29 @@ class _GradMode:
 class no_grad(_GradMode):
     """torch.no_grad: ops in the block record no autograd graph (thread-local)."""
     _mode = False
+
+
+class inference_mode(_GradMode):
+    """torch.inference_mode(mode=True): no autograd graph in the block, as no_grad
+    (dtr keeps no separate inference tensors, so tensors made here may later be used
+    in autograd); inference_mode(False) is enable_grad. A context manager and a
+    decorator (`@dtr.inference_mode()`)."""
+
+    def __init__(self, mode=True):
+        self._mode = not _builtin_bool(mode)
+
+    def __call__(self, fn):
+        mode = self._mode
+
+        @_functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            prev = is_grad_enabled()
+            _set_grad_enabled(mode)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _set_grad_enabled(prev)
+        return wrapped
 
 
 class enable_grad(_GradMode):

@@ -130,11 +130,15 @@ def floor_divide(input, other):
     """torch.floor_divide / a // b: floor(a / b) (PyTorch >= 1.13 rounds down).
     Integer tensors and numbers give integers (exact while |a| < 2**53); floating give
     floating. ZeroDivisionError-free: an integer division by zero is a ValueError."""
+    return _floor_divide(input, other, "floor_divide")
+
+
+def _floor_divide(input, other, op):
     if not isinstance(input, Tensor):
         input = _t(input, other)
     if _is_int(input) and _is_int(other):
         if (other == 0).any().item() if isinstance(other, Tensor) else other == 0:
-            raise ValueError("floor_divide: ZeroDivisionError (integer division by zero)")
+            raise ValueError(f"{op}: ZeroDivisionError (integer division by zero)")
         out_dtype = (input + other).dtype  # PyTorch's result type of the operands
         q = input.to(_C.dtype.float64) / (other.to(_C.dtype.float64) if isinstance(other, Tensor) else other)
         return _floor(q).to(out_dtype)
@@ -146,7 +150,7 @@ def remainder(input, other):
     """torch.remainder / a % b: a - floor(a / b) * b, with the sign of b (Python's %)."""
     if not isinstance(input, Tensor):
         input = _t(input, other)
-    return input - floor_divide(input, other) * other
+    return input - _floor_divide(input, other, "remainder") * other
 
 
 def where(condition, input=None, other=None):
